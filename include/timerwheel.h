@@ -1,0 +1,260 @@
+/*
+ * timerwheel: a lock-free, multi-producer timer service.
+ *
+ * Millions of timeouts armed, cancelled and pushed back from any thread at
+ * once; a hierarchical timing wheel (after Varghese and Lauck) ticked by one
+ * cursor, due timers run by a pool of workers. Never early; at most one tick
+ * late unless callbacks or the machine are overloaded.
+ *
+ * Errors. Every int-returning call returns 0 (TW_OK) or one negative code of
+ * the enum below; tw_strerror names it. A call that returns an error has done
+ * nothing: it armed nothing, cancelled nothing, moved nothing, and no
+ * callback runs because of it.
+ *
+ * What may run concurrently with what (one service):
+ *
+ *   call                 | any thread | inside a callback | concurrently with
+ *   ---------------------+------------+-------------------+---------------------------
+ *   tw_schedule(_every)  | yes        | yes               | everything but tw_destroy
+ *   tw_reschedule        | yes        | yes (own timer ok)| everything but tw_destroy
+ *   tw_cancel            | yes        | yes (own timer ok)| everything but tw_destroy
+ *   tw_cancel_sync       | yes        | yes, not on its   | everything but tw_destroy
+ *                        |            | own timer (EDEADLK)|
+ *   tw_advance (MANUAL)  | yes        | no (EDEADLK)      | everything; two advances
+ *                        |            |                   | run one after the other
+ *   tw_now, tw_stats_get | yes        | yes               | everything but tw_destroy
+ *   tw_stop              | yes        | no (EDEADLK)      | everything but tw_destroy
+ *   tw_destroy           | yes        | no                | nothing: the caller makes
+ *                        |            |                   | sure no other call is made
+ *
+ * Progress. tw_schedule, tw_schedule_every, tw_reschedule and tw_cancel take
+ * no lock and never wait: a thread stopped half-way through one of them
+ * blocks neither other callers nor the cursor. tw_cancel_sync, tw_stop and
+ * tw_destroy may wait (for running callbacks); tw_advance serialises with
+ * other tw_advance calls on the same service.
+ *
+ * Ordering. A callback sees every write the scheduling thread made before
+ * tw_schedule / tw_schedule_every / tw_reschedule returned TW_OK for it.
+ * tw_cancel_sync returning means every write of the timer's callback runs is
+ * visible to the caller. on_pending (tw_stop) sees every write made before
+ * the timer was scheduled.
+ *
+ * Memory. Timer records live in chunks owned by the service and are reused
+ * after a timer ends; a handle carries a generation, so a stale handle (one
+ * whose timer fired, was cancelled or dropped) is refused with TW_ENOENT and
+ * never acts on another timer. Records are freed by tw_destroy only.
+ *
+ * Thread sanitizer: a build of this library with -fsanitize=thread switches
+ * on what ThreadSanitizer needs by itself; see README for the suppressions
+ * file (share/timerwheel/tsan.supp) that covers the dependencies only.
+ */
+#ifndef TIMERWHEEL_H
+#define TIMERWHEEL_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(TW_STATIC_DEFINE) || !defined(__GNUC__)
+#define TW_API
+#else
+#define TW_API __attribute__((visibility("default")))
+#endif
+
+#define TW_VERSION_MAJOR 0
+#define TW_VERSION_MINOR 1
+#define TW_VERSION_PATCH 0
+
+typedef struct tw_service tw_service; /* opaque */
+
+/* A timer's handle. 0 is never a valid timer. A handle names one arming
+ * of one timer: after that timer fired (one-shot), was cancelled or dropped,
+ * every call on the handle returns TW_ENOENT. */
+typedef uint64_t tw_timer;
+
+/* Runs once per due timer, on the cursor thread (workers = 0), on a worker
+ * thread, or (MANUAL clock) inside tw_advance. `timer` is the handle that
+ * tw_schedule returned; `arg` is the argument given to it. A callback may
+ * call every function of this API on the same service except tw_advance,
+ * tw_stop, tw_destroy and tw_cancel_sync of its own timer. */
+typedef void (*tw_callback)(tw_timer timer, void *arg);
+
+enum {                    /* every int-returning call: 0 or one of these (all < 0) */
+    TW_OK        =  0,
+    TW_EINVAL    = -1,    /* bad argument or configuration */
+    TW_ENOMEM    = -2,    /* out of memory */
+    TW_EAGAIN    = -3,    /* the configured max_timers are all pending */
+    TW_ERANGE    = -4,    /* delay beyond the longest delay the service accepts */
+    TW_ENOENT    = -5,    /* not a pending timer: fired, cancelled, dropped, unknown or stale */
+    TW_ESHUTDOWN = -6,    /* the service is stopped */
+    TW_EDEADLK   = -7,    /* the call would wait for the calling callback itself */
+};
+
+/* A static English sentence for `err`; never NULL, also for unknown codes.
+ * Any thread. */
+TW_API const char *tw_strerror(int err);
+
+typedef enum { TW_CLOCK_MONOTONIC = 0, TW_CLOCK_MANUAL = 1 } tw_clock;
+
+typedef struct tw_config {
+    uint64_t tick_ns;        /* slot interval; default 1 ms; valid 1 us .. 1 s */
+    uint32_t wheel_slots;    /* slots per wheel level; power of two, 2 .. 65536;
+                                default 256. Levels are added until the wheel
+                                spans at least 2^42 ticks. */
+    uint32_t slot_capacity;  /* entries in a slot's fixed array before overflow
+                                handling; 1 .. 2^20, default 16. A fuller slot
+                                grows (stats.overflowed), it never refuses. */
+    uint32_t workers;        /* worker threads, 0 .. 1024, default 2;
+                                0 = callbacks run on the cursor thread */
+    uint64_t max_timers;     /* cap on timers in use, 0 .. 2^31 - 1 (TW_EAGAIN
+                                past it); 0 = memory is the limit. A timer is in
+                                use from tw_schedule until it is cancelled,
+                                dropped, or its (one-shot) callback returned. */
+    tw_clock clock;          /* MONOTONIC: own cursor thread; MANUAL: caller drives tw_advance */
+} tw_config;
+
+typedef struct tw_stats {
+    uint64_t pending;        /* armed, not yet started, cancelled or dropped */
+    uint64_t scheduled;      /* successful tw_schedule + tw_schedule_every */
+    uint64_t fired;          /* callback runs started */
+    uint64_t cancelled;      /* successful tw_cancel + tw_cancel_sync */
+    uint64_t rescheduled;    /* successful tw_reschedule */
+    uint64_t dropped;        /* timers handed to on_pending by tw_stop */
+    uint64_t ticks;          /* ticks the cursor has processed */
+    uint64_t overflowed;     /* placements that did not fit a slot's fixed array */
+    uint64_t max_lateness_ns;/* worst (callback start - deadline) seen */
+} tw_stats;
+
+/* Fill `cfg` with the defaults: 1 ms tick, 256 slots per level, capacity
+ * 16, 2 workers, no cap, MONOTONIC clock. Any thread. */
+TW_API void tw_config_init(tw_config *cfg);
+
+/* Create a service from `cfg` (NULL = defaults) and store it in *out.
+ * MONOTONIC: starts the cursor thread and cfg->workers worker threads.
+ * MANUAL: starts no thread; time starts at 0 and moves only by tw_advance.
+ * Returns TW_OK; TW_EINVAL for out == NULL or a field outside its range
+ * (then *out is untouched); TW_ENOMEM; TW_EAGAIN if a thread could not be
+ * started.
+ *
+ *     tw_service *s;
+ *     if (tw_create(NULL, &s) != TW_OK) abort();
+ */
+TW_API int tw_create(const tw_config *cfg, tw_service **out);
+
+/* Arm a one-shot timer: cb(timer, arg) runs once, no earlier than
+ * tw_now() (read inside this call) + delay_ns; delay 0 means at the next
+ * tick. Never runs inside this call. Any thread, also from callbacks.
+ * Lock-free. *out (if out is not NULL) receives the handle before the
+ * callback can run.
+ * Returns TW_OK; TW_EINVAL (s or cb NULL); TW_ERANGE (delay beyond
+ * tw_max_delay(s); UINT64_MAX always is); TW_EAGAIN (max_timers in use);
+ * TW_ENOMEM; TW_ESHUTDOWN (tw_stop has started).
+ *
+ *     tw_timer t;
+ *     int rc = tw_schedule(s, 30 * 1000000000ull, on_idle, session, &t);
+ */
+TW_API int tw_schedule(tw_service *s, uint64_t delay_ns,
+                       tw_callback cb, void *arg, tw_timer *out);
+
+/* Arm a periodic timer: first run at tw_now() + first_delay_ns, then every
+ * period_ns after the previous *deadline* (fixed rate, no drift). Runs never
+ * overlap: the next run is armed when the previous one returns; runs missed
+ * because a callback overran whole periods are skipped, not bunched. It runs
+ * until cancelled or dropped. Errors as tw_schedule, plus TW_EINVAL for
+ * period_ns == 0 and TW_ERANGE for a period beyond tw_max_delay(s).
+ *
+ *     tw_schedule_every(s, 0, 1000000000ull, send_ping, conn, &conn->ping);
+ */
+TW_API int tw_schedule_every(tw_service *s, uint64_t first_delay_ns, uint64_t period_ns,
+                             tw_callback cb, void *arg, tw_timer *out);
+
+/* Move a pending timer to tw_now() + delay_ns, earlier or later, keeping its
+ * handle. Pushing a deadline later is one update of the record; the wheel
+ * re-places the timer when its old slot comes round. On a periodic timer it
+ * moves the next run (also from inside the run's own callback); the period
+ * stays. A timer that is due but whose callback has not started is still
+ * pending and is moved. Any thread. Lock-free.
+ * Returns TW_OK; TW_ENOENT (not pending: fired, running one-shot, cancelled,
+ * dropped, stale, 0, another service's); TW_ERANGE; TW_EINVAL (s NULL);
+ * TW_ESHUTDOWN.
+ *
+ *     tw_reschedule(s, conn->idle, 30 * 1000000000ull);   // on every request
+ */
+TW_API int tw_reschedule(tw_service *s, tw_timer t, uint64_t delay_ns);
+
+/* Cancel a timer. Returns TW_OK iff no run of the timer starts after this
+ * call: a one-shot that had not started (it never will), or a periodic
+ * timer (no further runs; a run in progress completes). Frees the timer's
+ * record at once (what stays in a wheel slot is an 8-byte tagged index).
+ * Otherwise TW_ENOENT (already started one-shot, cancelled, dropped, stale,
+ * 0, another service's); TW_EINVAL (s NULL). Any thread, also a callback on
+ * its own timer. Lock-free. Works after tw_stop too (returns TW_ENOENT: every
+ * timer was handed to on_pending).
+ */
+TW_API int tw_cancel(tw_service *s, tw_timer t);
+
+/* As tw_cancel, and returns only once no callback run of that timer is in
+ * progress, whatever it returns (spins briefly, then sleeps). TW_EDEADLK,
+ * with nothing done, when called from that timer's own callback. */
+TW_API int tw_cancel_sync(tw_service *s, tw_timer t);
+
+/* TW_CLOCK_MANUAL only: set the service's clock to now_ns and run, on the
+ * calling thread and before returning, every callback whose deadline is
+ * <= now_ns, earliest deadline first. Other threads may schedule, cancel and
+ * reschedule meanwhile. A timer with deadline D has started when
+ * tw_advance(now) returns for any now >= D + tick_ns.
+ * Returns TW_OK; TW_EINVAL (s NULL, MONOTONIC service, now_ns below the
+ * current clock); TW_EDEADLK (called from a callback of this service);
+ * TW_ESHUTDOWN (after tw_stop). */
+TW_API int tw_advance(tw_service *s, uint64_t now_ns);
+
+/* The service's clock in ns: MANUAL, the last tw_advance value (0 at
+ * first); MONOTONIC, CLOCK_MONOTONIC. Any thread. */
+TW_API uint64_t tw_now(const tw_service *s);
+
+/* A snapshot of the counters (each is exact; they are read one after the
+ * other, so only a quiescent service gives a consistent set). Any thread. */
+TW_API void tw_stats_get(tw_service *s, tw_stats *out);
+
+/* Stop the service: from its start, scheduling calls return TW_ESHUTDOWN;
+ * when it returns, the cursor and workers have stopped, callbacks that were
+ * running have returned, no callback will start, and every timer that never
+ * started was handed to on_pending(timer, arg) exactly once, on the calling
+ * thread (NULL on_pending: discarded). Idempotent: a second call waits for
+ * the first to finish and returns TW_OK. Returns TW_OK; TW_EINVAL (s NULL);
+ * TW_EDEADLK (called from a callback of this service). */
+TW_API int tw_stop(tw_service *s, tw_callback on_pending);
+
+/* tw_stop(s, NULL) if needed, join every thread, free everything. NULL is
+ * a no-op. Must not race with any other call on s. */
+TW_API void tw_destroy(tw_service *s);
+
+/* ---- Extensions ---------------------------------------------------------- */
+
+/* The longest delay tw_schedule accepts, in ns: at least 2^40 ticks or
+ * 2^63 ns, whichever is smaller. Any thread. */
+TW_API uint64_t tw_max_delay(const tw_service *s);
+
+/* Lateness histogram: bucket 0 counts callback starts 0 .. 1023 ns late;
+ * bucket i >= 1 counts those [2^(i+9), 2^(i+10)) ns late; the last bucket
+ * takes everything later. */
+#define TW_LATENESS_BUCKETS 40
+TW_API void tw_lateness_histogram(tw_service *s, uint64_t buckets[TW_LATENESS_BUCKETS]);
+
+/* An upper bound on the given quantile (0 < q <= 1, e.g. 0.99) of callback
+ * lateness in ns, from the histogram (exact to a factor of two); 0 when
+ * nothing fired. */
+TW_API uint64_t tw_lateness_quantile(tw_service *s, double q);
+
+/* "major.minor.patch" of the library linked, and its number
+ * (major * 10000 + minor * 100 + patch). */
+TW_API const char *tw_version(void);
+TW_API unsigned tw_version_number(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TIMERWHEEL_H */

@@ -1,0 +1,76 @@
+/*
+ * clock.c: the service's clock. Time is an input to the wheel: the core
+ * works in ticks of a `now` it is given; this thin layer reads it.
+ *
+ *   - MONOTONIC: CLOCK_MONOTONIC in ns. Tick 0 is the service's origin (its
+ *     creation), so tick k begins at origin + k * tick_ns.
+ *   - MANUAL: an atomic the caller sets with tw_advance; starts at 0.
+ *   - Sleeps are absolute (clock_nanosleep with TIMER_ABSTIME): a cursor
+ *     that sleeps to tick boundaries never accumulates drift, and when it
+ *     wakes late it simply finds several ticks due.
+ *
+ * A deadline is stored as ns since the origin; its tick is the first tick
+ * boundary at or after it (ceil), so a timer never runs before its
+ * deadline: tick k is processed only once now >= origin + k * tick_ns.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <time.h>
+
+uint64_t tw__clock_monotonic(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t tw__clock_read(const tw_service *s)
+{
+    if (s->cfg.clock == TW_CLOCK_MANUAL) {
+        /* Acquire: pairs with tw_advance's release store, so a thread that
+         * sees the new time also sees what the advancing thread did first. */
+        return atomic_load_explicit(&((tw_service *)s)->manual_now, memory_order_acquire);
+    }
+    return tw__clock_monotonic();
+}
+
+void tw__clock_sleep_until(uint64_t mono_ns)
+{
+    struct timespec ts = {.tv_sec = (time_t)(mono_ns / 1000000000ull),
+                          .tv_nsec = (long)(mono_ns % 1000000000ull)};
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
+    }
+}
+
+uint64_t tw__tick_of(const tw_service *s, uint64_t deadline_ns)
+{
+    return tw__ceil_div(deadline_ns, s->cfg.tick_ns);
+}
+
+#ifdef TW_INJECT_YIELDS
+/* Injected interleavings (build option TW_INJECT_YIELDS): at each delicate
+ * point of the protocol (internal.h, TW_INJ_*) yield the CPU now and then,
+ * and sleep a few microseconds more rarely, so that the windows between
+ * reserve and publish, read and CAS, close and drain are hit often. The
+ * generator is per thread, so the injection itself shares nothing. */
+#include <sched.h>
+
+static _Thread_local uint64_t inject_rng;
+
+void tw__inject(int point)
+{
+    if (inject_rng == 0)
+        inject_rng = tw__clock_monotonic() | 1;
+    inject_rng ^= inject_rng << 13;
+    inject_rng ^= inject_rng >> 7;
+    inject_rng ^= inject_rng << 17;
+    uint64_t r = (inject_rng + (uint64_t)point) % 64;
+    if (r < 8) {
+        sched_yield();
+    } else if (r == 8) {
+        struct timespec ts = {0, (long)(1000 + inject_rng % 20000)};
+        nanosleep(&ts, NULL);
+    }
+}
+#endif

@@ -1,0 +1,139 @@
+/*
+ * cursor.c: the cursor thread of a MONOTONIC service: it drives the wheel's
+ * step (wheel.c) from CLOCK_MONOTONIC and hands what is due to the runners
+ * (workers.c). It never waits for a producer and never runs a callback
+ * while it is inside the wheel (workers = 0 runs them after the step).
+ *
+ * The loop:
+ *   - when ticks are due (now >= origin + T * tick_ns for T > cur), step to
+ *     T at once: a late cursor (stalled machine, long cascade, slow inline
+ *     callback) catches up in one step, without sleeping;
+ *   - when caught up and the next tick has work, sleep to that tick's
+ *     absolute boundary (clock_nanosleep, TIMER_ABSTIME): no drift;
+ *   - when the next work is further away (occupancy bitmaps), publish the
+ *     planned wake-up tick and sleep on a futex until then: an idle service
+ *     wakes only when something is due, or when a producer arms a timer
+ *     earlier than the planned wake-up (tw__cursor_poke).
+ *
+ * No lost wake-up: the cursor reads wake_seq, publishes wake_tick, then
+ * re-scans the bitmaps (all seq_cst); a producer marks its slot's bit, then
+ * reads wake_tick (seq_cst). Either the re-scan sees the bit, or the
+ * producer sees the planned tick and, if it is earlier, lowers wake_tick by
+ * CAS and bumps wake_seq, which makes the futex wait return at once.
+ */
+#include "internal.h"
+
+#include <limits.h>
+#include <time.h>
+#include <urcu/futex.h>
+
+#define AWAKE 0 /* wake_tick while the cursor is ticking: producers never poke */
+
+void tw__cursor_poke(tw_service *s, uint64_t tick)
+{
+    if (s->cfg.clock != TW_CLOCK_MONOTONIC)
+        return;
+    /* Seq_cst: the producer's half of the pairing described at the top. */
+    uint64_t w = atomic_load_explicit(&s->wake_tick, memory_order_seq_cst);
+    while (tick < w) {
+        /* Seq_cst: one producer wins the right to wake; the others see the
+         * lowered tick and need not. */
+        if (atomic_compare_exchange_weak_explicit(&s->wake_tick, &w, tick,
+                                                  memory_order_seq_cst,
+                                                  memory_order_seq_cst)) {
+            atomic_fetch_add_explicit(&s->wake_seq, 1, memory_order_seq_cst);
+            futex_async((int32_t *)&s->wake_seq, FUTEX_WAKE, 1, NULL, NULL, 0);
+            return;
+        }
+    }
+}
+
+static uint64_t tick_start(const tw_service *s, uint64_t tick)
+{
+    return s->origin + tick * s->cfg.tick_ns;
+}
+
+static uint64_t current_tick(const tw_service *s)
+{
+    return (tw__clock_monotonic() - s->origin) / s->cfg.tick_ns;
+}
+
+static bool quitting(tw_service *s)
+{
+    /* Acquire: pairs with tw__cursor_quit's release store. */
+    return atomic_load_explicit(&s->cursor_quit, memory_order_acquire);
+}
+
+/* Sleep until tick `w` or a poke, whichever comes first. */
+static void idle_wait(tw_service *s, int32_t seq, uint64_t w)
+{
+    struct timespec ts, *timeout = NULL;
+    if (w != UINT64_MAX) {
+        uint64_t now = tw__clock_monotonic(), at = tick_start(s, w);
+        if (at <= now)
+            return;
+        ts.tv_sec = (time_t)((at - now) / 1000000000ull);
+        ts.tv_nsec = (long)((at - now) % 1000000000ull);
+        timeout = &ts;
+    }
+    futex_async((int32_t *)&s->wake_seq, FUTEX_WAIT, seq, timeout, NULL, 0);
+}
+
+/* Caught up: sleep until the next work, or until poked. */
+static void cursor_sleep(tw_service *s, uint64_t cur)
+{
+    /* Seq_cst: read the futex word before planning (see top). */
+    int32_t seq = atomic_load_explicit(&s->wake_seq, memory_order_seq_cst);
+    uint64_t w = tw__wheel_next_work(s);
+    if (w <= cur + 1) {
+        tw__clock_sleep_until(tick_start(s, cur + 1));
+        return;
+    }
+    /* Seq_cst: publish the plan, then look again for work placed meanwhile. */
+    atomic_store_explicit(&s->wake_tick, w, memory_order_seq_cst);
+    uint64_t again = tw__wheel_next_work(s);
+    if (again >= w && !quitting(s))
+        idle_wait(s, seq, w);
+    /* Seq_cst: back to ticking; producers stop poking. */
+    atomic_store_explicit(&s->wake_tick, AWAKE, memory_order_seq_cst);
+}
+
+static void *cursor_main(void *arg)
+{
+    tw_service *s = arg;
+    while (!quitting(s)) {
+        uint64_t target = current_tick(s);
+        /* Relaxed: this thread is the only writer of cur. */
+        uint64_t cur = atomic_load_explicit(&s->wheel.cur, memory_order_relaxed);
+        if (target > cur) {
+            tw__wheel_step(s, target);
+            tw__deliver(s);
+            continue;
+        }
+        cursor_sleep(s, cur);
+    }
+    return NULL;
+}
+
+int tw__cursor_start(tw_service *s)
+{
+    atomic_init(&s->wake_tick, AWAKE);
+    atomic_init(&s->wake_seq, 0);
+    atomic_init(&s->cursor_quit, false);
+    if (pthread_create(&s->cursor, NULL, cursor_main, s) != 0)
+        return TW_EAGAIN;
+    s->cursor_started = true;
+    return TW_OK;
+}
+
+void tw__cursor_quit(tw_service *s)
+{
+    if (!s->cursor_started)
+        return;
+    /* Release: the cursor sees quit with everything before it. */
+    atomic_store_explicit(&s->cursor_quit, true, memory_order_release);
+    atomic_fetch_add_explicit(&s->wake_seq, 1, memory_order_seq_cst);
+    futex_async((int32_t *)&s->wake_seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+    pthread_join(s->cursor, NULL);
+    s->cursor_started = false;
+}

@@ -1,0 +1,354 @@
+/*
+ * internal.h: what the parts of timerwheel share. Never installed.
+ *
+ * Parts (one file each, each with its own design comment):
+ *   records.c  timer records: type-stable table, handles, state word, free list
+ *   slots.c    one lock-free slot: epoch-tagged counter, reserve, publish, drain
+ *   wheel.c    levels, placement, the cursor step over a range of ticks, idle scan,
+ *              the invariant checker
+ *   clock.c    the service clock: monotonic, manual, absolute sleeps
+ *   workers.c  running due timers: inline or on a pool, periodic re-arm,
+ *              waiting for a run to finish
+ *   cursor.c   the cursor thread of a MONOTONIC service
+ *   service.c  configuration, the public calls, stop, destroy, stats
+ *
+ * Atomics: our own protocol words are C11 <stdatomic.h> with the order
+ * written on each operation, so ThreadSanitizer checks exactly the orders
+ * we ship. liburcu (wfcqueue, futex) and Concurrency Kit (ck_backoff) do
+ * the jobs they are made for; see tsan_shim.h for how TSan sees them.
+ */
+#ifndef TW_INTERNAL_H
+#define TW_INTERNAL_H
+
+#include "timerwheel.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <urcu/wfcqueue.h>
+
+#define TW_CACHELINE 64
+#define TW_ALIGNED __attribute__((aligned(TW_CACHELINE)))
+
+/* Yield points for the injected-interleaving build (TW_INJECT_YIELDS):
+ * every delicate step of the protocol names itself here, so a stress run
+ * can make rare interleavings common. Empty in a normal build. */
+#ifdef TW_INJECT_YIELDS
+void tw__inject(int point);
+#define TW_INJECT(point) tw__inject(point)
+#else
+#define TW_INJECT(point) ((void)0)
+#endif
+enum {
+    TW_INJ_RESERVE_PUBLISH, /* slot reserved, entry not yet published */
+    TW_INJ_STATE_CAS,       /* state word read, CAS not yet tried */
+    TW_INJ_CLOSE_DRAIN,     /* slot closed, entries not yet taken */
+    TW_INJ_CASCADE,         /* entry taken, not yet re-placed or claimed */
+    TW_INJ_POINTS
+};
+
+/* Rare paths, counted so that stress runs can prove they were taken. */
+enum {
+    TW_RARE_TOMBSTONED,   /* a publish found its reservation tombstoned */
+    TW_RARE_NEWER,        /* a reservation found the slot already past its epoch */
+    TW_RARE_LATE_SLOT,    /* a placement went to a late slot (target closed) */
+    TW_RARE_CANCEL_LOST,  /* a cancel found its timer already started */
+    TW_RARE_LEASE_MET,    /* the drain met a timer whose deadline was being moved */
+    TW_RARE_RESCHED_FIRING, /* a reschedule took back a due, not started timer */
+    TW_RARE_COUNT
+};
+
+/* ---- records.c --------------------------------------------------------- */
+
+/* State word: gen (32) | ver (24) | flags (8). */
+#define TW_ST_MASK       0x7u
+#define TW_ST_FREE       0u  /* on the free list */
+#define TW_ST_PENDING    1u  /* armed; has an entry in a slot at or before its deadline */
+#define TW_ST_FIRING     2u  /* due, claimed by the cursor, callback not started */
+#define TW_ST_RUNNING    3u  /* callback running */
+#define TW_ST_ZOMBIE     4u  /* ended (cancelled or dropped) while a lease was held:
+                                the lease holder frees it */
+#define TW_F_LEASE       0x08u /* a reschedule owns the deadline word */
+#define TW_F_CANCELREQ   0x10u /* periodic, running: cancelled, do not re-arm */
+#define TW_F_DONE        0x20u /* periodic: run returned while a lease was held */
+#define TW_F_MOVED       0x40u /* periodic, running: deadline word holds the next run */
+#define TW_F_PERIODIC    0x80u
+#define TW_VER_SHIFT     8
+#define TW_VER_MASK      0xffffffull
+#define TW_GEN_SHIFT     32
+
+static inline uint32_t tw__st(uint64_t w) { return (uint32_t)(w & TW_ST_MASK); }
+static inline uint32_t tw__gen(uint64_t w) { return (uint32_t)(w >> TW_GEN_SHIFT); }
+static inline uint64_t tw__ver_bump(uint64_t w)
+{
+    uint64_t ver = ((w >> TW_VER_SHIFT) + 1) & TW_VER_MASK;
+    return (w & ~(TW_VER_MASK << TW_VER_SHIFT)) | (ver << TW_VER_SHIFT);
+}
+static inline uint64_t tw__with_st(uint64_t w, uint32_t st)
+{
+    return (w & ~(uint64_t)TW_ST_MASK) | st;
+}
+
+typedef struct tw_record {
+    _Atomic uint64_t state;    /* see above; changes by CAS only (or by its owner) */
+    _Atomic uint64_t deadline; /* ns since the service's origin; written by the
+                                  owner (scheduler, lease holder, re-arming runner) */
+    uint64_t period;           /* ns; 0 = one-shot. Written by the scheduler before
+                                  it publishes PENDING, read by owners only */
+    tw_callback cb;            /* as period */
+    void *arg;                 /* as period */
+    _Atomic uint32_t free_next;/* free-list link: index + 1, 0 = end */
+    uint32_t spare;
+} tw_record;
+
+#define TW_REC_CHUNK0_SHIFT 10            /* chunk j holds 1024 << j records */
+#define TW_REC_CHUNKS       22            /* 1024 * (2^22 - 1) >= 2^31 records */
+#define TW_REC_MAX          0x7fffffffu   /* indexes 0 .. 2^31 - 2 */
+
+typedef struct tw_records {
+    _Atomic(tw_record *) chunk[TW_REC_CHUNKS];
+    _Atomic uint64_t free_head TW_ALIGNED; /* tag (32) | index + 1 (32) */
+    _Atomic uint32_t next_unused TW_ALIGNED; /* never-used indexes start here */
+    uint32_t limit;                       /* max records (max_timers or TW_REC_MAX) */
+} tw_records;
+
+int  tw__records_init(tw_records *r, uint64_t max_timers);
+void tw__records_fini(tw_records *r);
+tw_record *tw__rec(const tw_records *r, uint32_t idx); /* NULL if never allocated */
+/* Take a FREE record (its state word is returned in *state). TW_EAGAIN, TW_ENOMEM. */
+int  tw__rec_alloc(tw_records *r, uint32_t *idx, uint64_t *state);
+/* Give back a record its owner has taken out of every live state: stores
+ * FREE with the next generation (release) and pushes it on the free list. */
+void tw__rec_free(tw_records *r, uint32_t idx, uint64_t old_state);
+/* Push a record whose state word the caller already CAS-ed to FREE. */
+void tw__rec_push_free(tw_records *r, uint32_t idx);
+uint64_t tw__rec_free_state(uint64_t old_state); /* FREE, next generation */
+static inline tw_timer tw__handle(uint32_t gen, uint32_t idx)
+{
+    return ((uint64_t)gen << 32) | idx;
+}
+static inline uint32_t tw__handle_idx(tw_timer t) { return (uint32_t)t; }
+static inline uint32_t tw__handle_gen(tw_timer t) { return (uint32_t)(t >> 32); }
+/* The record a handle names, or NULL (0, never allocated index). The caller
+ * still checks the generation against the state word. */
+tw_record *tw__rec_of(const tw_records *r, tw_timer t);
+uint32_t tw__records_high(const tw_records *r); /* indexes ever handed out */
+/* Release a lease on a record in PENDING|LEASE (deadline already written):
+ * TW_OK, placing the timer at `tick` if `place`; or TW_ENOENT if a cancel
+ * or stop ended it meanwhile (the record is then freed). */
+int tw__lease_publish(tw_service *s, tw_record *rec, uint32_t idx, bool place,
+                      uint64_t tick);
+
+/* ---- slots.c ----------------------------------------------------------- */
+
+/* A slot entry: VALUE (bit 63 set): gen tag (31) | record index (32);
+ * EMPTY(e) (bit 63 clear): free for producers of epochs <= e. */
+#define TW_ENTRY_VALUE (1ull << 63)
+static inline uint64_t tw__entry(uint32_t gen, uint32_t idx)
+{
+    return TW_ENTRY_VALUE | ((uint64_t)(gen & 0x7fffffffu) << 32) | idx;
+}
+static inline bool tw__entry_matches(uint64_t entry, uint32_t gen)
+{
+    return ((entry >> 32) & 0x7fffffffu) == (gen & 0x7fffffffu);
+}
+
+#define TW_SLOT_SEGS 33 /* segment j holds cap << j entries: enough for 2^32 */
+
+typedef struct tw_slot {
+    _Atomic uint64_t word;              /* rot (31) | closed (1) | count (32) */
+    _Atomic uint64_t *base;             /* segment 0: cap entries, set at create */
+    _Atomic(struct tw_overflow *) ovf;  /* segments 1.., made on first overflow */
+} TW_ALIGNED tw_slot;
+
+typedef struct tw_overflow {
+    _Atomic(_Atomic uint64_t *) seg[TW_SLOT_SEGS];
+} tw_overflow;
+
+#define TW_SLOT_COUNT_MASK 0xffffffffull
+#define TW_SLOT_CLOSED     (1ull << 32)
+#define TW_SLOT_ROT_SHIFT  33
+#define TW_SLOT_ROT_MASK   0x7fffffffull
+
+enum { TW_SLOT_OK = 0, TW_SLOT_NEWER = 1, TW_SLOT_CLOSED_NOW = 2 };
+
+static inline uint32_t tw__slot_rot(uint64_t w)
+{
+    return (uint32_t)((w >> TW_SLOT_ROT_SHIFT) & TW_SLOT_ROT_MASK);
+}
+/* Reserve a position for rotation `rot` (or an older, still open one:
+ * *behind gets how many rotations older). TW_SLOT_OK, TW_SLOT_NEWER,
+ * TW_SLOT_CLOSED_NOW, or TW_ENOMEM (overflow segment). */
+int  tw__slot_reserve(tw_slot *sl, uint32_t cap, uint32_t rot, uint32_t *pos,
+                      uint32_t *behind);
+/* Reserve in whatever round is open (late slots): *rot gets it. */
+int  tw__slot_reserve_any(tw_slot *sl, uint32_t cap, uint32_t *pos, uint32_t *rot);
+/* Publish `value` at a reserved position for epoch `epoch`; false if the
+ * drainer tombstoned it first (then place the timer again). */
+bool tw__slot_publish(tw_slot *sl, uint32_t cap, uint32_t pos, uint64_t epoch,
+                      uint64_t value);
+/* Drainer: close the slot (it must be at rotation `rot`), move every
+ * published entry into out (via tw__vec_push), tombstone the rest with
+ * EMPTY(next_epoch), and reopen at rotation next_rot. Returns the number of
+ * positions that had been reserved. */
+typedef struct tw_vec {
+    uint64_t *v;
+    size_t n, cap;
+} tw_vec;
+void tw__vec_push(tw_vec *vec, uint64_t x);
+void tw__vec_free(tw_vec *vec);
+uint32_t tw__slot_drain(tw_slot *sl, uint32_t cap, uint64_t next_epoch,
+                        uint32_t next_rot, tw_vec *out);
+/* Drainer: the same for a late slot (any round; the round moves on only
+ * if something was reserved in it). */
+uint32_t tw__slot_drain_late(tw_slot *sl, uint32_t cap, tw_vec *out);
+_Atomic uint64_t *tw__slot_entry(tw_slot *sl, uint32_t cap, uint32_t pos);
+void tw__slot_fini(tw_slot *sl);
+
+/* ---- wheel.c ----------------------------------------------------------- */
+
+#define TW_WHEEL_SPAN_BITS 42 /* levels are added until the wheel spans 2^42 ticks */
+#define TW_HORIZON_TICKS   ((1ull << 41) - 1) /* longest delay, in ticks */
+
+typedef struct tw_wheel {
+    uint32_t bits;           /* log2(slots per level) */
+    uint32_t nslots;         /* slots per level */
+    uint32_t levels;
+    uint32_t cap;            /* slot_capacity */
+    tw_slot *slot;           /* levels * nslots */
+    _Atomic uint64_t *entries; /* every slot's segment 0, one allocation */
+    _Atomic uint64_t *occ;   /* occupancy: levels * occ_words bits */
+    uint32_t occ_words;      /* 64-bit words per level */
+    tw_slot late[2];         /* always-open refuges for placements whose target
+                                slot was closed under them */
+    _Atomic uint64_t cur TW_ALIGNED; /* end tick of the last range whose
+                                        processing has started */
+    /* Drainer-private (the cursor thread, or the tw_advance caller). */
+    tw_vec taken;            /* entries taken out of slots in this step */
+    tw_vec due;              /* (deadline, handle) pairs claimed in this step */
+} tw_wheel;
+
+int  tw__wheel_init(tw_wheel *w, uint32_t nslots, uint32_t cap);
+void tw__wheel_fini(tw_wheel *w);
+/* Place timer (gen, idx) due at tick `tick` (any thread). 0 or TW_ENOMEM.
+ */
+int  tw__place(tw_service *s, uint32_t gen, uint32_t idx, uint64_t tick);
+/* The same for the library's own placements (cascade, re-arm, moves),
+ * which cannot hand an error to anyone: out of memory there aborts. */
+void tw__place_internal(tw_service *s, uint32_t gen, uint32_t idx, uint64_t tick);
+/* The cursor step: process every tick in (cur, target]; claimed timers end
+ * in w->due as (deadline, handle) pairs, earliest first. Drainer only. */
+void tw__wheel_step(tw_service *s, uint64_t target);
+/* The earliest tick after cur with work, or UINT64_MAX. Drainer only. */
+uint64_t tw__wheel_next_work(tw_service *s);
+
+/* ---- clock.c ----------------------------------------------------------- */
+
+uint64_t tw__clock_read(const tw_service *s);      /* ns, the service's clock */
+uint64_t tw__clock_monotonic(void);
+void     tw__clock_sleep_until(uint64_t mono_ns);  /* absolute, CLOCK_MONOTONIC */
+static inline uint64_t tw__ceil_div(uint64_t a, uint64_t b) { return a / b + (a % b != 0); }
+
+/* ---- workers.c --------------------------------------------------------- */
+
+#define TW_BATCH 256
+typedef struct tw_batch {
+    struct cds_wfcq_node node;
+    uint32_t n;
+    tw_timer h[TW_BATCH];
+} tw_batch;
+
+typedef struct tw_pool {
+    struct cds_wfcq_head head;   /* batches of due handles; workers dequeue */
+    struct cds_wfcq_tail tail;
+    _Atomic int32_t work_seq;    /* futex word: bumped on every enqueue */
+    _Atomic uint32_t sleepers;   /* workers in (or going into) futex_wait */
+    _Atomic bool quit;
+    uint32_t nthreads;
+    pthread_t *threads;
+} tw_pool;
+
+/* Run one claimed timer: FIRING -> RUNNING -> callback -> end or re-arm.
+ * Any runner thread (cursor, worker, tw_advance caller). */
+void tw__run_timer(tw_service *s, tw_timer h);
+/* Hand the step's due list to the pool (or run it inline if no pool). */
+void tw__deliver(tw_service *s);
+int  tw__pool_start(tw_service *s, uint32_t nthreads);
+void tw__pool_quit(tw_service *s);
+/* Wait until timer h is not running (spin, then sleep). */
+void tw__wait_not_running(tw_service *s, tw_record *rec, uint32_t gen);
+/* Periodic: compute and arm the next run after the run that was due at
+ * `deadline` (owner only). */
+void tw__rearm(tw_service *s, tw_record *rec, uint32_t idx, uint64_t state,
+               uint64_t next_deadline);
+uint64_t tw__next_period_deadline(const tw_service *s, uint64_t deadline, uint64_t period);
+
+/* The callback the current thread is running, if any (EDEADLK checks). */
+typedef struct tw_running_tls {
+    tw_service *s;
+    tw_timer t;
+    int in_advance;      /* depth of tw_advance on this thread */
+    tw_service *adv_s;   /* service of that tw_advance */
+} tw_running_tls;
+extern _Thread_local tw_running_tls tw__self;
+
+/* ---- service.c --------------------------------------------------------- */
+
+#define TW_STRIPES 16
+typedef struct tw_stripe {
+    _Atomic uint64_t scheduled, fired, cancelled, rescheduled, dropped, overflowed;
+    _Atomic uint64_t armed, disarmed;  /* pending = sum(armed) - sum(disarmed) */
+    _Atomic uint64_t max_lateness;
+    _Atomic uint64_t lateness[TW_LATENESS_BUCKETS];
+    _Atomic uint64_t rare[TW_RARE_COUNT];
+} TW_ALIGNED tw_stripe;
+
+enum { TW_RUN = 0, TW_STOPPING = 1, TW_STOPPED = 2 };
+
+struct tw_service {
+    tw_config cfg;
+    uint64_t origin;           /* clock value of tick 0 (MANUAL: 0) */
+    uint64_t max_delay;        /* ns */
+    tw_records rec;
+    tw_wheel wheel;
+    tw_pool pool;
+
+    _Atomic uint64_t manual_now TW_ALIGNED;  /* MANUAL clock, ns */
+    _Atomic int stop_state;    /* TW_RUN, TW_STOPPING, TW_STOPPED; seq_cst */
+    pthread_mutex_t drain_lock;/* the drainer role (tw_advance, stop's last step) */
+    pthread_mutex_t stop_lock; /* serialises tw_stop callers */
+
+    /* Cursor thread (MONOTONIC). */
+    pthread_t cursor;
+    bool cursor_started;
+    _Atomic uint64_t wake_tick TW_ALIGNED; /* cursor sleeps until this tick */
+    _Atomic int32_t wake_seq;  /* futex word: bumped to wake the cursor */
+    _Atomic bool cursor_quit;
+
+    /* cancel_sync waiters: runners wake them after a run ends. */
+    _Atomic uint32_t sync_waiters TW_ALIGNED;
+    _Atomic int32_t run_seq;   /* futex word: bumped after a run ends */
+
+    tw_stripe stripe[TW_STRIPES];
+};
+
+tw_stripe *tw__stripe(tw_service *s);  /* this thread's stripe */
+void tw__count(tw_service *s, size_t field_offset, uint64_t n);
+#define TW_COUNT(s, field, n) tw__count((s), offsetof(tw_stripe, field), (n))
+void tw__count_rare(tw_service *s, int which);
+void tw__note_lateness(tw_service *s, uint64_t late_ns);
+uint64_t tw__rare_total(tw_service *s, int which);
+/* Wake the cursor if a timer now sits earlier than its planned wake-up. */
+void tw__cursor_poke(tw_service *s, uint64_t tick);
+uint64_t tw__tick_of(const tw_service *s, uint64_t deadline_ns); /* ceil */
+int  tw__cursor_start(tw_service *s);
+void tw__cursor_quit(tw_service *s);
+
+/* Invariant checker (quiescent service only: no call in flight). Returns 0,
+ * or -1 with a description in buf. */
+int tw__check(tw_service *s, char *buf, size_t len);
+
+#endif /* TW_INTERNAL_H */

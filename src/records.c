@@ -1,0 +1,270 @@
+/*
+ * records.c: timer records, their handles, and the free list.
+ *
+ * A record holds one timer: its state word, deadline, period, callback and
+ * argument. Records live in a type-stable table: chunk j holds 1024 << j
+ * records and is allocated on first use, never freed before tw_destroy, so
+ * a thread holding a stale index always reads a record (never freed memory).
+ * That is how we answer the ABA trap: generation tags, not grace periods.
+ *
+ *   - A handle is (generation << 32 | index); generations start at 1 and
+ *     skip 0 when they wrap, so 0 is never a handle.
+ *   - The state word carries the generation (see internal.h). Every change
+ *     of a live record is a CAS on that word that includes the generation,
+ *     so a stale handle's CAS fails: a handle never acts on another timer.
+ *   - Freeing a record stores FREE with the next generation, then pushes it
+ *     on the free list. Any slot entry still naming the old generation is
+ *     skipped by the drain (entries are hints; the state word is the truth).
+ *
+ * Why not RCU (liburcu) or ck_epoch for reclamation: every API call would
+ * have to run inside a read-side section, which means registering every
+ * user thread with a flavour of RCU (or paying urcu-bp's cost), and freeing
+ * a cancelled record only after a grace period. Generation tags need
+ * nothing from the user's threads and free the record at cancel time.
+ *
+ * Free list: a Treiber stack over record indexes with a 32-bit tag in the
+ * head word (tag | index + 1), one 64-bit CAS. ck_stack would need the
+ * double-width CAS that our TSan build cannot see (notes/DEPENDENCIES.md),
+ * and liburcu's lfstack pops need RCU or a mutex; indexes into a
+ * type-stable table make a single-word tagged stack enough. A pop reads the
+ * `free_next` of a record that another thread may have popped and reused
+ * meanwhile: that read is atomic and its value is discarded when the tag
+ * CAS fails.
+ *
+ * Limits: at most 2^31 - 1 records (TW_REC_MAX, or max_timers); a
+ * generation is reused after 2^32 reuses of one record, and a stale handle
+ * would have to be kept across exactly that many to be mistaken.
+ */
+#include "internal.h"
+
+#include <ck_backoff.h>
+#include <stdlib.h>
+
+static uint32_t chunk_of(uint32_t idx, uint32_t *offset)
+{
+    /* Chunk j covers [1024 * (2^j - 1), 1024 * (2^(j+1) - 1)). */
+    uint32_t q = (idx >> TW_REC_CHUNK0_SHIFT) + 1;
+    uint32_t j = 31u - (uint32_t)__builtin_clz(q);
+    *offset = idx - (((1u << j) - 1u) << TW_REC_CHUNK0_SHIFT);
+    return j;
+}
+
+static uint32_t chunk_len(uint32_t j)
+{
+    return 1u << (TW_REC_CHUNK0_SHIFT + j);
+}
+
+int tw__records_init(tw_records *r, uint64_t max_timers)
+{
+    for (int j = 0; j < TW_REC_CHUNKS; j++)
+        atomic_init(&r->chunk[j], NULL);
+    atomic_init(&r->free_head, 0);
+    atomic_init(&r->next_unused, 0);
+    r->limit = (max_timers == 0 || max_timers > TW_REC_MAX) ? TW_REC_MAX
+                                                            : (uint32_t)max_timers;
+    return TW_OK;
+}
+
+void tw__records_fini(tw_records *r)
+{
+    for (int j = 0; j < TW_REC_CHUNKS; j++) {
+        /* Relaxed: tw_destroy runs alone; thread joins ordered everything. */
+        free(atomic_load_explicit(&r->chunk[j], memory_order_relaxed));
+    }
+}
+
+tw_record *tw__rec(const tw_records *r, uint32_t idx)
+{
+    uint32_t off;
+    uint32_t j = chunk_of(idx, &off);
+    if (j >= TW_REC_CHUNKS)
+        return NULL;
+    /* Acquire: pairs with the release CAS that installed the chunk, so its
+     * initialised records are visible. */
+    tw_record *c = atomic_load_explicit(
+        &((tw_records *)r)->chunk[j], memory_order_acquire);
+    return c ? &c[off] : NULL;
+}
+
+tw_record *tw__rec_of(const tw_records *r, tw_timer t)
+{
+    if (t == 0 || tw__handle_gen(t) == 0)
+        return NULL;
+    uint32_t idx = tw__handle_idx(t);
+    /* Relaxed: only bounds the lookup; the chunk pointer load is acquire. */
+    if (idx >= atomic_load_explicit(&((tw_records *)r)->next_unused,
+                                    memory_order_relaxed))
+        return NULL;
+    return tw__rec(r, idx);
+}
+
+uint32_t tw__records_high(const tw_records *r)
+{
+    /* Seq_cst: tw_stop's sweep reads the high-water mark after announcing
+     * the stop; pairs with the seq_cst fetch_add in fresh_index(). */
+    uint32_t n = atomic_load_explicit(&((tw_records *)r)->next_unused,
+                                      memory_order_seq_cst);
+    return n < r->limit ? n : r->limit;
+}
+
+static int ensure_chunk(tw_records *r, uint32_t j)
+{
+    /* Acquire: see the records of a chunk another thread installed. */
+    if (atomic_load_explicit(&r->chunk[j], memory_order_acquire))
+        return TW_OK;
+    uint32_t n = chunk_len(j);
+    tw_record *c = calloc(n, sizeof *c);
+    if (!c)
+        return TW_ENOMEM;
+    for (uint32_t i = 0; i < n; i++)
+        atomic_init(&c[i].state, (uint64_t)1 << TW_GEN_SHIFT); /* FREE, gen 1 */
+    tw_record *expected = NULL;
+    /* Release on success: publishes the initialised chunk. Acquire on
+     * failure: we use the winner's chunk instead. */
+    if (!atomic_compare_exchange_strong_explicit(&r->chunk[j], &expected, c,
+                                                 memory_order_acq_rel,
+                                                 memory_order_acquire))
+        free(c);
+    return TW_OK;
+}
+
+static int fresh_index(tw_records *r, uint32_t *idx)
+{
+    /* Relaxed pre-check keeps a full table from racing the counter past
+     * the limit on every call. */
+    if (atomic_load_explicit(&r->next_unused, memory_order_relaxed) >= r->limit)
+        return TW_EAGAIN;
+    /* Seq_cst: tw_stop reads the high-water mark after it announces the
+     * stop; a producer that takes a fresh index after that read sees the
+     * announcement when it re-checks (see service.c, schedule_commit). */
+    uint32_t i = atomic_fetch_add_explicit(&r->next_unused, 1, memory_order_seq_cst);
+    if (i >= r->limit) {
+        atomic_fetch_sub_explicit(&r->next_unused, 1, memory_order_relaxed);
+        return TW_EAGAIN;
+    }
+    uint32_t off;
+    int rc = ensure_chunk(r, chunk_of(i, &off));
+    if (rc != TW_OK) {
+        /* The index is burnt: it stays FREE-less in no list. Rare (ENOMEM),
+         * and the chunk will be made by the next caller that needs it. */
+        return rc;
+    }
+    *idx = i;
+    return TW_OK;
+}
+
+static bool pop_free(tw_records *r, uint32_t *idx)
+{
+    ck_backoff_t backoff = CK_BACKOFF_INITIALIZER;
+    /* Acquire: the pushed record's free_next and FREE state are visible. */
+    uint64_t head = atomic_load_explicit(&r->free_head, memory_order_acquire);
+    for (;;) {
+        uint32_t top = (uint32_t)head;
+        if (top == 0)
+            return false;
+        tw_record *rec = tw__rec(r, top - 1);
+        /* Relaxed: a stale read is discarded by the tagged CAS below. */
+        uint32_t next = atomic_load_explicit(&rec->free_next, memory_order_relaxed);
+        uint64_t want = (head & 0xffffffff00000000ull) + (1ull << 32) + next;
+        /* Acquire on success: we own the record from here and read what the
+         * freeing thread wrote before its release push. */
+        if (atomic_compare_exchange_weak_explicit(&r->free_head, &head, want,
+                                                  memory_order_acquire,
+                                                  memory_order_acquire)) {
+            *idx = top - 1;
+            return true;
+        }
+        ck_backoff_eb(&backoff);
+    }
+}
+
+int tw__rec_alloc(tw_records *r, uint32_t *idx, uint64_t *state)
+{
+    if (!pop_free(r, idx)) {
+        int rc = fresh_index(r, idx);
+        if (rc != TW_OK)
+            return rc;
+    }
+    tw_record *rec = tw__rec(r, *idx);
+    /* Relaxed: we own a FREE record; its state was ordered by the pop's
+     * acquire (or the chunk's). */
+    *state = atomic_load_explicit(&rec->state, memory_order_relaxed);
+    return TW_OK;
+}
+
+uint64_t tw__rec_free_state(uint64_t old_state)
+{
+    uint32_t gen = tw__gen(old_state) + 1;
+    if (gen == 0)
+        gen = 1;
+    return (uint64_t)gen << TW_GEN_SHIFT | TW_ST_FREE;
+}
+
+void tw__rec_push_free(tw_records *r, uint32_t idx)
+{
+    tw_record *rec = tw__rec(r, idx);
+    ck_backoff_t backoff = CK_BACKOFF_INITIALIZER;
+    uint64_t head = atomic_load_explicit(&r->free_head, memory_order_relaxed);
+    for (;;) {
+        /* Relaxed: published by the release CAS below. */
+        atomic_store_explicit(&rec->free_next, (uint32_t)head, memory_order_relaxed);
+        uint64_t want = (head & 0xffffffff00000000ull) + (1ull << 32) + idx + 1;
+        /* Release: the next popper sees free_next and the FREE state. */
+        if (atomic_compare_exchange_weak_explicit(&r->free_head, &head, want,
+                                                  memory_order_release,
+                                                  memory_order_relaxed))
+            return;
+        ck_backoff_eb(&backoff);
+    }
+}
+
+void tw__rec_free(tw_records *r, uint32_t idx, uint64_t old_state)
+{
+    tw_record *rec = tw__rec(r, idx);
+    /* Release: whoever next sees FREE (a pop, a stale CAS) sees the end of
+     * our use of the record, e.g. the callback's last read of arg. */
+    atomic_store_explicit(&rec->state, tw__rec_free_state(old_state),
+                          memory_order_release);
+    tw__rec_push_free(r, idx);
+}
+
+/*
+ * The lease: how a deadline changes without a lock and without a stale
+ * writer. Whoever moves a live timer's deadline (tw_reschedule, or a runner
+ * re-arming a periodic timer) first sets TW_F_LEASE with a CAS that checks
+ * the generation; only the lease holder writes `deadline`; releasing the
+ * lease bumps the version, so a drainer that read the old deadline fails
+ * its claim CAS instead of firing on a stale value. Others never wait for
+ * a lease: the drain keeps an entry at the next tick, a cancel or a stop
+ * marks the timer ZOMBIE (ended) and the holder frees it on release, a
+ * second reschedule is overtaken (it is ordered just before the holder's).
+ */
+int tw__lease_publish(tw_service *s, tw_record *rec, uint32_t idx, bool place,
+                      uint64_t tick)
+{
+    /* Acquire: see a ZOMBIE mark's writer (cancel/stop) before freeing. */
+    uint64_t st = atomic_load_explicit(&rec->state, memory_order_acquire);
+    for (;;) {
+        if (tw__st(st) == TW_ST_ZOMBIE) {
+            uint64_t freed = tw__rec_free_state(st);
+            /* Seq_cst: an end of life that cancel_sync waiters and the stop
+             * sweep must observe; also releases our use of the record. */
+            if (atomic_compare_exchange_weak_explicit(&rec->state, &st, freed,
+                                                      memory_order_seq_cst,
+                                                      memory_order_acquire)) {
+                tw__rec_push_free(&s->rec, idx);
+                return TW_ENOENT;
+            }
+            continue;
+        }
+        uint64_t open = tw__ver_bump(st & ~(uint64_t)TW_F_LEASE);
+        /* Release: publishes the deadline we wrote under the lease. */
+        if (atomic_compare_exchange_weak_explicit(&rec->state, &st, open,
+                                                  memory_order_release,
+                                                  memory_order_acquire))
+            break;
+    }
+    if (place)
+        tw__place_internal(s, tw__gen(st), idx, tick);
+    return TW_OK;
+}

@@ -1,0 +1,662 @@
+/*
+ * service.c: the public calls. Configuration and creation; schedule,
+ * reschedule and cancel (lock-free: CAS on the record's state word, then a
+ * placement in the wheel); tw_advance for the MANUAL clock; stop, destroy,
+ * stats.
+ *
+ * State machine of a record (state word in internal.h; every arrow a CAS
+ * that includes the generation, so only one of racing parties wins):
+ *
+ *   FREE --schedule--> PENDING --step: due--> FIRING --runner--> RUNNING
+ *     ^                 |  ^  \                 |  \                |
+ *     |          cancel |  |   `--reschedule----'   cancel/stop     | one-shot ends,
+ *     +-----------------+  |      (takes it back)   |               | periodic cancelled
+ *     +--------------------|------------------------'               |
+ *     +--------------------|----------------------------------------+
+ *                          `---- periodic re-arm (lease) <----------'
+ *
+ * Exactly once: a one-shot leaves PENDING/FIRING exactly one way: the
+ * runner's FIRING -> RUNNING CAS (fired), a cancel's CAS (TW_OK), or the
+ * stop sweep's CAS (on_pending). Moving a deadline uses the lease
+ * (records.c), never a plain write into a record someone else may own.
+ *
+ * Stop and in-flight producers, without waiting for them: a producer
+ * publishes PENDING (seq_cst) and then re-reads the stop state (seq_cst);
+ * tw_stop announces the stop (seq_cst) and then sweeps every record ever
+ * handed out. Either the sweep sees the timer (and hands it to on_pending),
+ * or the producer sees the stop and takes its timer back (TW_ESHUTDOWN).
+ *
+ * Statistics are striped per thread (TW_STRIPES cache lines), so the hot
+ * paths never share a counter line across threads; a snapshot sums them.
+ */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define TW_MAX_WORKERS   1024u
+#define TW_MAX_CAPACITY  (1u << 20)
+#define TW_MAX_SLOTS     65536u
+
+/* ---- errors, version, config ------------------------------------------- */
+
+const char *tw_strerror(int err)
+{
+    switch (err) {
+    case TW_OK: return "success";
+    case TW_EINVAL: return "invalid argument or configuration";
+    case TW_ENOMEM: return "out of memory";
+    case TW_EAGAIN: return "all max_timers timers are in use";
+    case TW_ERANGE: return "delay beyond the longest delay the service accepts";
+    case TW_ENOENT: return "not a pending timer (fired, cancelled, dropped, unknown or stale)";
+    case TW_ESHUTDOWN: return "the service is stopped";
+    case TW_EDEADLK: return "the call would wait for the calling callback itself";
+    default: return "unknown timerwheel error";
+    }
+}
+
+#define TW_STR2(x) #x
+#define TW_STR(x) TW_STR2(x)
+const char *tw_version(void)
+{
+    return TW_STR(TW_VERSION_MAJOR) "." TW_STR(TW_VERSION_MINOR) "." TW_STR(TW_VERSION_PATCH);
+}
+
+unsigned tw_version_number(void)
+{
+    return TW_VERSION_MAJOR * 10000u + TW_VERSION_MINOR * 100u + TW_VERSION_PATCH;
+}
+
+void tw_config_init(tw_config *cfg)
+{
+    if (!cfg)
+        return;
+    memset(cfg, 0, sizeof *cfg);
+    cfg->tick_ns = 1000000;
+    cfg->wheel_slots = 256;
+    cfg->slot_capacity = 16;
+    cfg->workers = 2;
+    cfg->max_timers = 0;
+    cfg->clock = TW_CLOCK_MONOTONIC;
+}
+
+static bool config_valid(const tw_config *c)
+{
+    uint32_t n = c->wheel_slots;
+    return c->tick_ns >= 1000 && c->tick_ns <= 1000000000ull &&
+           n >= 2 && n <= TW_MAX_SLOTS && (n & (n - 1)) == 0 &&
+           c->slot_capacity >= 1 && c->slot_capacity <= TW_MAX_CAPACITY &&
+           c->workers <= TW_MAX_WORKERS && c->max_timers <= TW_REC_MAX &&
+           (c->clock == TW_CLOCK_MONOTONIC || c->clock == TW_CLOCK_MANUAL);
+}
+
+static uint64_t max_delay_of(uint64_t tick_ns)
+{
+    const uint64_t cap = 1ull << 63;
+    if (tick_ns > cap / TW_HORIZON_TICKS)
+        return cap;
+    return TW_HORIZON_TICKS * tick_ns;
+}
+
+uint64_t tw_max_delay(const tw_service *s)
+{
+    return s ? s->max_delay : 0;
+}
+
+/* ---- statistics -------------------------------------------------------------- */
+
+static _Atomic uint32_t stripe_next;
+static _Thread_local uint32_t stripe_mine = UINT32_MAX;
+
+tw_stripe *tw__stripe(tw_service *s)
+{
+    if (stripe_mine == UINT32_MAX) {
+        /* Relaxed: any spread of threads over stripes will do. */
+        stripe_mine = atomic_fetch_add_explicit(&stripe_next, 1, memory_order_relaxed) %
+                      TW_STRIPES;
+    }
+    return &s->stripe[stripe_mine];
+}
+
+void tw__count(tw_service *s, size_t field_offset, uint64_t n)
+{
+    _Atomic uint64_t *c = (_Atomic uint64_t *)((char *)tw__stripe(s) + field_offset);
+    /* Relaxed: counters order nothing; a snapshot sums them. */
+    atomic_fetch_add_explicit(c, n, memory_order_relaxed);
+}
+
+void tw__count_rare(tw_service *s, int which)
+{
+    /* Relaxed: a counter. */
+    atomic_fetch_add_explicit(&tw__stripe(s)->rare[which], 1, memory_order_relaxed);
+}
+
+static unsigned lateness_bucket(uint64_t ns)
+{
+    if (ns < 1024)
+        return 0;
+    unsigned b = (unsigned)(63 - __builtin_clzll(ns)) - 9;
+    return b < TW_LATENESS_BUCKETS ? b : TW_LATENESS_BUCKETS - 1;
+}
+
+void tw__note_lateness(tw_service *s, uint64_t late_ns)
+{
+    tw_stripe *st = tw__stripe(s);
+    /* Relaxed: counters and a running maximum order nothing. */
+    atomic_fetch_add_explicit(&st->lateness[lateness_bucket(late_ns)], 1,
+                              memory_order_relaxed);
+    uint64_t m = atomic_load_explicit(&st->max_lateness, memory_order_relaxed);
+    while (late_ns > m &&
+           !atomic_compare_exchange_weak_explicit(&st->max_lateness, &m, late_ns,
+                                                  memory_order_relaxed,
+                                                  memory_order_relaxed)) {
+    }
+}
+
+static uint64_t sum_field(tw_service *s, size_t off)
+{
+    uint64_t sum = 0;
+    for (int i = 0; i < TW_STRIPES; i++) {
+        /* Relaxed: counters. */
+        sum += atomic_load_explicit((_Atomic uint64_t *)((char *)&s->stripe[i] + off),
+                                    memory_order_relaxed);
+    }
+    return sum;
+}
+#define SUM(s, field) sum_field((s), offsetof(tw_stripe, field))
+
+uint64_t tw__rare_total(tw_service *s, int which)
+{
+    return sum_field(s, offsetof(tw_stripe, rare) + (size_t)which * sizeof(uint64_t));
+}
+
+void tw_stats_get(tw_service *s, tw_stats *out)
+{
+    if (!out)
+        return;
+    memset(out, 0, sizeof *out);
+    if (!s)
+        return;
+    out->scheduled = SUM(s, scheduled);
+    out->fired = SUM(s, fired);
+    out->cancelled = SUM(s, cancelled);
+    out->rescheduled = SUM(s, rescheduled);
+    out->dropped = SUM(s, dropped);
+    out->overflowed = SUM(s, overflowed);
+    uint64_t armed = SUM(s, armed), disarmed = SUM(s, disarmed);
+    out->pending = armed > disarmed ? armed - disarmed : 0;
+    /* Relaxed: a statistic. */
+    out->ticks = atomic_load_explicit(&s->wheel.cur, memory_order_relaxed);
+    for (int i = 0; i < TW_STRIPES; i++) {
+        uint64_t m = atomic_load_explicit(&s->stripe[i].max_lateness, memory_order_relaxed);
+        if (m > out->max_lateness_ns)
+            out->max_lateness_ns = m;
+    }
+}
+
+void tw_lateness_histogram(tw_service *s, uint64_t buckets[TW_LATENESS_BUCKETS])
+{
+    for (int b = 0; b < TW_LATENESS_BUCKETS; b++)
+        buckets[b] = s ? sum_field(s, offsetof(tw_stripe, lateness) +
+                                          (size_t)b * sizeof(uint64_t))
+                       : 0;
+}
+
+uint64_t tw_lateness_quantile(tw_service *s, double q)
+{
+    uint64_t h[TW_LATENESS_BUCKETS], total = 0;
+    tw_lateness_histogram(s, h);
+    for (int b = 0; b < TW_LATENESS_BUCKETS; b++)
+        total += h[b];
+    if (total == 0 || !(q > 0))
+        return 0;
+    uint64_t want = (uint64_t)(q * (double)total + 0.999999), seen = 0;
+    for (int b = 0; b < TW_LATENESS_BUCKETS; b++) {
+        seen += h[b];
+        if (seen >= want)
+            return b == 0 ? 1023 : (1ull << (b + 10)) - 1;
+    }
+    return UINT64_MAX;
+}
+
+/* ---- create / destroy ------------------------------------------------------ */
+
+static void service_free(tw_service *s)
+{
+    tw__wheel_fini(&s->wheel);
+    tw__records_fini(&s->rec);
+    pthread_mutex_destroy(&s->drain_lock);
+    pthread_mutex_destroy(&s->stop_lock);
+    free(s);
+}
+
+int tw_create(const tw_config *cfg, tw_service **out)
+{
+    tw_config c;
+    if (!out)
+        return TW_EINVAL;
+    if (cfg)
+        c = *cfg;
+    else
+        tw_config_init(&c);
+    if (!config_valid(&c))
+        return TW_EINVAL;
+    tw_service *s = aligned_alloc(TW_CACHELINE, sizeof *s);
+    if (!s)
+        return TW_ENOMEM;
+    memset(s, 0, sizeof *s);
+    s->cfg = c;
+    s->max_delay = max_delay_of(c.tick_ns);
+    pthread_mutex_init(&s->drain_lock, NULL);
+    pthread_mutex_init(&s->stop_lock, NULL);
+    atomic_init(&s->stop_state, TW_RUN);
+    atomic_init(&s->manual_now, 0);
+    tw__records_init(&s->rec, c.max_timers);
+    if (tw__wheel_init(&s->wheel, c.wheel_slots, c.slot_capacity) != TW_OK) {
+        service_free(s);
+        return TW_ENOMEM;
+    }
+    bool threaded = c.clock == TW_CLOCK_MONOTONIC;
+    s->origin = threaded ? tw__clock_monotonic() : 0;
+    int rc = tw__pool_start(s, threaded ? c.workers : 0);
+    if (rc == TW_OK && threaded)
+        rc = tw__cursor_start(s);
+    if (rc != TW_OK) {
+        tw__cursor_quit(s);
+        tw__pool_quit(s);
+        service_free(s);
+        return rc;
+    }
+    *out = s;
+    return TW_OK;
+}
+
+void tw_destroy(tw_service *s)
+{
+    if (!s)
+        return;
+    tw_stop(s, NULL);
+    service_free(s);
+}
+
+/* ---- schedule ---------------------------------------------------------------- */
+
+static bool stopping(tw_service *s)
+{
+    /* Seq_cst: the producer's half of the stop pairing (see top). */
+    return atomic_load_explicit(&s->stop_state, memory_order_seq_cst) != TW_RUN;
+}
+
+/* now (since origin) + delay, or TW_ERANGE. */
+static int deadline_of(tw_service *s, uint64_t delay, uint64_t *deadline)
+{
+    if (delay > s->max_delay)
+        return TW_ERANGE;
+    uint64_t now = tw__clock_read(s) - s->origin;
+    if (delay > UINT64_MAX - now - s->cfg.tick_ns)
+        return TW_ERANGE;
+    *deadline = now + delay;
+    return TW_OK;
+}
+
+/* The record is armed and PENDING: place it, unless stop came meanwhile. */
+static int schedule_commit(tw_service *s, tw_record *rec, uint32_t idx, uint64_t st,
+                           uint64_t deadline)
+{
+    if (stopping(s)) {
+        uint64_t freed = tw__rec_free_state(st);
+        /* Acq_rel: take our timer back unless the stop sweep has it. */
+        if (atomic_compare_exchange_strong_explicit(&rec->state, &st, freed,
+                                                    memory_order_acq_rel,
+                                                    memory_order_acquire)) {
+            tw__rec_push_free(&s->rec, idx);
+            TW_COUNT(s, disarmed, 1);
+            return TW_ESHUTDOWN;
+        }
+        return TW_OK; /* the sweep handed it to on_pending: it was armed */
+    }
+    if (tw__place(s, tw__gen(st), idx, tw__tick_of(s, deadline)) != TW_OK) {
+        uint64_t freed = tw__rec_free_state(st);
+        if (atomic_compare_exchange_strong_explicit(&rec->state, &st, freed,
+                                                    memory_order_acq_rel,
+                                                    memory_order_acquire)) {
+            tw__rec_push_free(&s->rec, idx);
+            TW_COUNT(s, disarmed, 1);
+            return TW_ENOMEM;
+        }
+        /* Cancelled or dropped meanwhile: its fate is settled. */
+    }
+    return TW_OK;
+}
+
+static int schedule_common(tw_service *s, uint64_t delay, uint64_t period,
+                           tw_callback cb, void *arg, tw_timer *out)
+{
+    if (!s || !cb)
+        return TW_EINVAL;
+    if (stopping(s))
+        return TW_ESHUTDOWN;
+    uint64_t deadline;
+    int rc = deadline_of(s, delay, &deadline);
+    if (rc != TW_OK)
+        return rc;
+    uint32_t idx;
+    uint64_t st;
+    rc = tw__rec_alloc(&s->rec, &idx, &st);
+    if (rc != TW_OK)
+        return rc;
+    tw_record *rec = tw__rec(&s->rec, idx);
+    rec->cb = cb;
+    rec->arg = arg;
+    rec->period = period;
+    /* Relaxed: published by the seq_cst store of the state below. */
+    atomic_store_explicit(&rec->deadline, deadline, memory_order_relaxed);
+    st = (st & ~0xffffffffull) | TW_ST_PENDING | (period ? TW_F_PERIODIC : 0);
+    tw_timer h = tw__handle(tw__gen(st), idx);
+    if (out)
+        *out = h;
+    TW_COUNT(s, armed, 1);
+    /* Seq_cst: publishes the record (release) and is the producer's store
+     * of the stop pairing (see top). */
+    atomic_store_explicit(&rec->state, st, memory_order_seq_cst);
+    rc = schedule_commit(s, rec, idx, st, deadline);
+    if (rc != TW_OK) {
+        if (out)
+            *out = 0;
+        return rc;
+    }
+    TW_COUNT(s, scheduled, 1);
+    return TW_OK;
+}
+
+int tw_schedule(tw_service *s, uint64_t delay_ns, tw_callback cb, void *arg, tw_timer *out)
+{
+    return schedule_common(s, delay_ns, 0, cb, arg, out);
+}
+
+int tw_schedule_every(tw_service *s, uint64_t first_delay_ns, uint64_t period_ns,
+                      tw_callback cb, void *arg, tw_timer *out)
+{
+    if (s && cb && period_ns == 0)
+        return TW_EINVAL;
+    if (s && period_ns > s->max_delay)
+        return TW_ERANGE;
+    return schedule_common(s, first_delay_ns, period_ns, cb, arg, out);
+}
+
+/* ---- cancel ------------------------------------------------------------------ */
+
+/* The CAS a cancel makes from state st, or 0 if cancel must answer ENOENT. */
+static uint64_t cancel_target(uint64_t st)
+{
+    switch (tw__st(st)) {
+    case TW_ST_PENDING:
+        if (st & TW_F_LEASE)
+            return tw__with_st(st, TW_ST_ZOMBIE); /* the lease holder frees it */
+        return tw__rec_free_state(st);
+    case TW_ST_FIRING:
+        return tw__rec_free_state(st);
+    case TW_ST_RUNNING:
+        if (!(st & TW_F_PERIODIC) || (st & TW_F_CANCELREQ))
+            return 0;
+        return st | TW_F_CANCELREQ; /* no further runs */
+    default:
+        return 0;
+    }
+}
+
+static int cancel_record(tw_service *s, tw_record *rec, tw_timer t)
+{
+    /* Acquire: the state as its last writer left it. */
+    uint64_t st = atomic_load_explicit(&rec->state, memory_order_acquire);
+    uint64_t want;
+    for (;;) {
+        if (tw__gen(st) != tw__handle_gen(t))
+            return TW_ENOENT;
+        want = cancel_target(st);
+        if (!want) {
+            tw__count_rare(s, TW_RARE_CANCEL_LOST);
+            return TW_ENOENT;
+        }
+        TW_INJECT(TW_INJ_STATE_CAS);
+        /* Seq_cst: the cancel races the claim, the run, the sweep; one CAS
+         * on this word decides, and cancel_sync's wait follows it. */
+        if (atomic_compare_exchange_weak_explicit(&rec->state, &st, want,
+                                                  memory_order_seq_cst,
+                                                  memory_order_acquire))
+            break;
+    }
+    if (tw__st(want) == TW_ST_FREE)
+        tw__rec_push_free(&s->rec, tw__handle_idx(t));
+    TW_COUNT(s, cancelled, 1);
+    TW_COUNT(s, disarmed, 1);
+    return TW_OK;
+}
+
+int tw_cancel(tw_service *s, tw_timer t)
+{
+    if (!s)
+        return TW_EINVAL;
+    tw_record *rec = tw__rec_of(&s->rec, t);
+    return rec ? cancel_record(s, rec, t) : TW_ENOENT;
+}
+
+int tw_cancel_sync(tw_service *s, tw_timer t)
+{
+    if (!s)
+        return TW_EINVAL;
+    if (tw__self.s == s && tw__self.t == t)
+        return TW_EDEADLK;
+    tw_record *rec = tw__rec_of(&s->rec, t);
+    if (!rec)
+        return TW_ENOENT;
+    int rc = cancel_record(s, rec, t);
+    tw__wait_not_running(s, rec, tw__handle_gen(t));
+    return rc;
+}
+
+/* ---- reschedule -------------------------------------------------------------- */
+
+/* We hold the lease of a RUNNING periodic timer and wrote its next deadline. */
+static int move_running(tw_service *s, tw_record *rec, uint32_t idx, uint64_t deadline)
+{
+    /* Acquire: the runner's DONE, a cancel's request, a stop's mark. */
+    uint64_t st = atomic_load_explicit(&rec->state, memory_order_acquire);
+    for (;;) {
+        uint64_t want;
+        if (tw__st(st) == TW_ST_ZOMBIE || ((st & TW_F_CANCELREQ) && (st & TW_F_DONE)))
+            want = tw__rec_free_state(st);              /* ended: we free it */
+        else if (st & TW_F_CANCELREQ)
+            want = st & ~(uint64_t)TW_F_LEASE;          /* the runner frees it */
+        else if (st & TW_F_DONE)                        /* run over: we re-arm */
+            want = tw__with_st(st & ~(uint64_t)(TW_F_DONE | TW_F_MOVED), TW_ST_PENDING);
+        else                                            /* the runner re-arms */
+            want = tw__ver_bump(st & ~(uint64_t)TW_F_LEASE) | TW_F_MOVED;
+        /* Seq_cst: ends our part in the run's hand-over; waiters see it. */
+        if (!atomic_compare_exchange_weak_explicit(&rec->state, &st, want,
+                                                   memory_order_seq_cst,
+                                                   memory_order_acquire))
+            continue;
+        if (tw__st(want) == TW_ST_FREE) {
+            tw__rec_push_free(&s->rec, idx);
+            return TW_ENOENT;
+        }
+        if (st & TW_F_CANCELREQ)
+            return TW_ENOENT;
+        if (tw__st(want) == TW_ST_PENDING)
+            return tw__lease_publish(s, rec, idx, true, tw__tick_of(s, deadline));
+        return TW_OK;
+    }
+}
+
+/* We hold the lease of a PENDING timer: write the deadline, release. */
+static int move_pending(tw_service *s, tw_record *rec, uint32_t idx, uint64_t deadline,
+                        bool taken_back)
+{
+    /* Relaxed: we own the deadline word under the lease. */
+    uint64_t old = atomic_load_explicit(&rec->deadline, memory_order_relaxed);
+    atomic_store_explicit(&rec->deadline, deadline, memory_order_relaxed);
+    uint64_t tick = tw__tick_of(s, deadline);
+    /* Later: the entry it has (at or before the old tick) re-places it when
+     * met. Earlier, or taken back from the run list: place it now. */
+    bool place = taken_back || tick < tw__tick_of(s, old);
+    return tw__lease_publish(s, rec, idx, place, tick);
+}
+
+static int reschedule_record(tw_service *s, tw_record *rec, tw_timer t, uint64_t deadline)
+{
+    uint32_t idx = tw__handle_idx(t);
+    /* Acquire: the state as its last writer left it. */
+    uint64_t st = atomic_load_explicit(&rec->state, memory_order_acquire);
+    for (;;) {
+        if (tw__gen(st) != tw__handle_gen(t))
+            return TW_ENOENT;
+        uint32_t kind = tw__st(st);
+        bool movable = kind == TW_ST_PENDING || kind == TW_ST_FIRING ||
+                       (kind == TW_ST_RUNNING && (st & TW_F_PERIODIC) &&
+                        !(st & TW_F_CANCELREQ));
+        if (!movable)
+            return TW_ENOENT;
+        if (st & TW_F_LEASE)
+            return TW_OK; /* overtaken: ordered just before the holder's move */
+        uint64_t want = kind == TW_ST_RUNNING
+            ? st | TW_F_LEASE
+            : tw__with_st(st, TW_ST_PENDING) | TW_F_LEASE;
+        TW_INJECT(TW_INJ_STATE_CAS);
+        /* Acquire on success: we own the deadline word from here (the lease
+         * release publishes what we write). */
+        if (atomic_compare_exchange_weak_explicit(&rec->state, &st, want,
+                                                  memory_order_acq_rel,
+                                                  memory_order_acquire))
+            break;
+    }
+    if (tw__st(st) == TW_ST_RUNNING) {
+        atomic_store_explicit(&rec->deadline, deadline, memory_order_relaxed);
+        return move_running(s, rec, idx, deadline);
+    }
+    if (tw__st(st) == TW_ST_FIRING)
+        tw__count_rare(s, TW_RARE_RESCHED_FIRING);
+    return move_pending(s, rec, idx, deadline, tw__st(st) == TW_ST_FIRING);
+}
+
+int tw_reschedule(tw_service *s, tw_timer t, uint64_t delay_ns)
+{
+    if (!s)
+        return TW_EINVAL;
+    if (stopping(s))
+        return TW_ESHUTDOWN;
+    uint64_t deadline;
+    int rc = deadline_of(s, delay_ns, &deadline);
+    if (rc != TW_OK)
+        return rc;
+    tw_record *rec = tw__rec_of(&s->rec, t);
+    rc = rec ? reschedule_record(s, rec, t, deadline) : TW_ENOENT;
+    if (rc == TW_OK)
+        TW_COUNT(s, rescheduled, 1);
+    return rc;
+}
+
+/* ---- the MANUAL clock -------------------------------------------------------- */
+
+int tw_advance(tw_service *s, uint64_t now_ns)
+{
+    if (!s || s->cfg.clock != TW_CLOCK_MANUAL)
+        return TW_EINVAL;
+    if (tw__self.s == s || tw__self.adv_s == s)
+        return TW_EDEADLK;
+    if (stopping(s))
+        return TW_ESHUTDOWN;
+    pthread_mutex_lock(&s->drain_lock);
+    int rc = TW_OK;
+    /* Relaxed: the drain lock orders the advancing threads. */
+    if (stopping(s))
+        rc = TW_ESHUTDOWN;
+    else if (now_ns < atomic_load_explicit(&s->manual_now, memory_order_relaxed))
+        rc = TW_EINVAL;
+    if (rc == TW_OK) {
+        /* Release: a thread that reads the new time sees what we did before. */
+        atomic_store_explicit(&s->manual_now, now_ns, memory_order_release);
+        tw_service *saved = tw__self.adv_s;
+        tw__self.adv_s = s;
+        tw__wheel_step(s, now_ns / s->cfg.tick_ns);
+        tw__deliver(s);
+        tw__self.adv_s = saved;
+    }
+    pthread_mutex_unlock(&s->drain_lock);
+    return rc;
+}
+
+uint64_t tw_now(const tw_service *s)
+{
+    return s ? tw__clock_read(s) : 0;
+}
+
+/* ---- stop -------------------------------------------------------------------- */
+
+/* Hand one never-started timer to on_pending, or leave it to its lease
+ * holder's free. Returns false if the record must be looked at again. */
+static bool drop_record(tw_service *s, uint32_t idx, tw_callback on_pending)
+{
+    tw_record *rec = tw__rec(&s->rec, idx);
+    if (!rec)
+        return true;
+    /* Seq_cst: the sweep's loads pair with the producers' seq_cst PENDING
+     * stores (see top). */
+    uint64_t st = atomic_load_explicit(&rec->state, memory_order_seq_cst);
+    uint32_t kind = tw__st(st);
+    bool leased = (st & TW_F_LEASE) != 0;
+    if (kind == TW_ST_FREE || kind == TW_ST_ZOMBIE)
+        return true;
+    if (kind == TW_ST_RUNNING && !(leased && (st & TW_F_DONE))) {
+        tw__wait_not_running(s, rec, tw__gen(st));
+        return false; /* look again: it may have been re-armed */
+    }
+    if (kind == TW_ST_RUNNING && (st & TW_F_CANCELREQ))
+        return true; /* cancelled periodic, run over: its lease holder frees it */
+    uint64_t want = leased ? tw__with_st(st, TW_ST_ZOMBIE) : tw__rec_free_state(st);
+    /* Seq_cst: as the load above; fails if a runner, cancel or move won. */
+    if (!atomic_compare_exchange_strong_explicit(&rec->state, &st, want,
+                                                 memory_order_seq_cst,
+                                                 memory_order_seq_cst))
+        return false;
+    TW_COUNT(s, dropped, 1);
+    TW_COUNT(s, disarmed, 1);
+    if (on_pending)
+        on_pending(tw__handle(tw__gen(st), idx), rec->arg);
+    if (!leased)
+        tw__rec_push_free(&s->rec, idx);
+    return true;
+}
+
+static void sweep(tw_service *s, tw_callback on_pending)
+{
+    uint32_t high = tw__records_high(&s->rec);
+    for (uint32_t idx = 0; idx < high; idx++) {
+        while (!drop_record(s, idx, on_pending)) {
+        }
+    }
+}
+
+int tw_stop(tw_service *s, tw_callback on_pending)
+{
+    if (!s)
+        return TW_EINVAL;
+    if (tw__self.s == s || tw__self.adv_s == s)
+        return TW_EDEADLK;
+    pthread_mutex_lock(&s->stop_lock);
+    /* Relaxed: stop_lock orders the stoppers. */
+    if (atomic_load_explicit(&s->stop_state, memory_order_relaxed) == TW_STOPPED) {
+        pthread_mutex_unlock(&s->stop_lock);
+        return TW_OK;
+    }
+    /* Seq_cst: the stop's half of the pairing with producers (see top). */
+    atomic_store_explicit(&s->stop_state, TW_STOPPING, memory_order_seq_cst);
+    tw__cursor_quit(s);
+    pthread_mutex_lock(&s->drain_lock); /* waits out a running tw_advance */
+    sweep(s, on_pending);
+    tw__pool_quit(s);
+    atomic_store_explicit(&s->stop_state, TW_STOPPED, memory_order_seq_cst);
+    pthread_mutex_unlock(&s->drain_lock);
+    pthread_mutex_unlock(&s->stop_lock);
+    return TW_OK;
+}

@@ -1,0 +1,281 @@
+/*
+ * slots.c: one lock-free wheel slot. Producers fill it through a
+ * CAS-incremented counter; the drainer (the cursor) closes and empties it.
+ *
+ * A slot collects, at any moment, for one epoch: the tick at which the
+ * cursor will drain it. Its counter word is
+ *
+ *     rot (31) | closed (1) | count (32)
+ *
+ * where rot is the epoch's rotation number (epoch >> bits of one whole
+ * turn of this level), so a producer that computed its target from an old
+ * cursor position sees a different rot and recomputes: the "cursor race"
+ * of the seed design (a write landing in a slot that will not come round
+ * again for a whole rotation) cannot happen.
+ *
+ * Protocol (producer):
+ *   1. reserve: load the word; if closed -> CLOSED (go elsewhere); if its
+ *      rot is newer than ours -> NEWER (re-read the cursor); else CAS
+ *      count -> count + 1. The position is ours for the epoch the word was
+ *      open for (ours, or an older one the drainer has not reached yet: an
+ *      older epoch drains sooner, which is never late, and the drain
+ *      re-places timers that are not yet due).
+ *   2. publish: CAS the entry from EMPTY(e) with e <= our epoch to our
+ *      VALUE. If the drainer got there first, the entry holds EMPTY of a
+ *      later epoch (a tombstone) or another epoch's VALUE: the publish
+ *      fails and the producer places the timer again. Nobody waits.
+ * Protocol (drainer):
+ *   3. close: CAS the word to closed; count n is now final.
+ *   4. take: for every position < n, exchange the entry with EMPTY(next
+ *      epoch). A VALUE is taken; an EMPTY means "reserved, not published":
+ *      that producer's publish will now fail (the tombstone).
+ *   5. reopen: store (next rot, open, 0).
+ * Entries therefore carry the epoch they are free for in EMPTY values, so
+ * a producer delayed across a reopen can never publish into a later epoch.
+ *
+ * Room beyond slot_capacity: segment j >= 1 holds cap << j entries and is
+ * made on first use (CAS-installed; the loser frees its copy). A producer
+ * makes the segment for position p before it reserves p, so a reserved
+ * position always has memory and the drainer never allocates. Segments stay
+ * with the slot until tw_destroy and are reused by later epochs (the EMPTY
+ * epochs make that safe). Nothing is ever refused for lack of room.
+ *
+ * Limits: rot wraps after 2^31 rotations of one slot; a reservation CAS
+ * compares the whole word, so a producer would have to stall across exactly
+ * a multiple of 2^31 rotations with the same count to be fooled.
+ */
+#include "internal.h"
+
+#include <ck_backoff.h>
+#include <stdlib.h>
+
+#define EMPTY_EPOCH_MASK (~TW_ENTRY_VALUE)
+
+static uint32_t seg_of(uint32_t cap, uint32_t pos, uint32_t *off)
+{
+    /* Segment j covers [cap * (2^j - 1), cap * (2^(j+1) - 1)). */
+    uint64_t q = (uint64_t)pos / cap + 1;
+    uint32_t j = 63u - (uint32_t)__builtin_clzll(q);
+    *off = (uint32_t)((uint64_t)pos - (uint64_t)cap * ((1ull << j) - 1));
+    return j;
+}
+
+static tw_overflow *overflow_get(tw_slot *sl, bool make)
+{
+    /* Acquire: pairs with the release CAS that installed it. */
+    tw_overflow *o = atomic_load_explicit(&sl->ovf, memory_order_acquire);
+    if (o || !make)
+        return o;
+    tw_overflow *fresh = calloc(1, sizeof *fresh);
+    if (!fresh)
+        return NULL;
+    /* Release on success publishes the zeroed table; acquire on failure
+     * reads the winner's. */
+    if (atomic_compare_exchange_strong_explicit(&sl->ovf, &o, fresh,
+                                                memory_order_acq_rel,
+                                                memory_order_acquire))
+        return fresh;
+    free(fresh);
+    return o;
+}
+
+_Atomic uint64_t *tw__slot_entry(tw_slot *sl, uint32_t cap, uint32_t pos)
+{
+    uint32_t off;
+    uint32_t j = seg_of(cap, pos, &off);
+    if (j == 0)
+        return &sl->base[off];
+    tw_overflow *o = overflow_get(sl, false);
+    /* Acquire: the segment's zeroed (EMPTY(0)) entries are visible. */
+    _Atomic uint64_t *seg = o ? atomic_load_explicit(&o->seg[j], memory_order_acquire)
+                              : NULL;
+    return seg ? &seg[off] : NULL;
+}
+
+/* Make sure position pos has memory before anyone reserves it. */
+static int ensure_room(tw_slot *sl, uint32_t cap, uint32_t pos)
+{
+    uint32_t off;
+    uint32_t j = seg_of(cap, pos, &off);
+    if (j == 0)
+        return TW_OK;
+    tw_overflow *o = overflow_get(sl, true);
+    if (!o)
+        return TW_ENOMEM;
+    if (atomic_load_explicit(&o->seg[j], memory_order_acquire))
+        return TW_OK;
+    _Atomic uint64_t *seg = calloc((size_t)cap << j, sizeof *seg);
+    if (!seg)
+        return TW_ENOMEM;
+    _Atomic uint64_t *none = NULL;
+    /* Release publishes the zeroed segment; the loser frees its copy. */
+    if (!atomic_compare_exchange_strong_explicit(&o->seg[j], &none, seg,
+                                                 memory_order_acq_rel,
+                                                 memory_order_acquire))
+        free(seg);
+    return TW_OK;
+}
+
+static int reserve_at(tw_slot *sl, uint32_t cap, uint64_t *w, uint32_t *pos)
+{
+    uint32_t count = (uint32_t)(*w & TW_SLOT_COUNT_MASK);
+    if (count == UINT32_MAX)
+        return TW_SLOT_CLOSED_NOW; /* cannot count further: go elsewhere */
+    int rc = ensure_room(sl, cap, count);
+    if (rc != TW_OK)
+        return rc;
+    /* Acquire on success: we read the word the drainer reopened with its
+     * release store, so the entries it reset are visible. Relaxed would
+     * do for failure: we only retry from the fresh value. */
+    if (atomic_compare_exchange_weak_explicit(&sl->word, w, *w + 1,
+                                              memory_order_acquire,
+                                              memory_order_acquire)) {
+        *pos = count;
+        return TW_SLOT_OK;
+    }
+    return -100; /* word changed: caller re-examines *w */
+}
+
+int tw__slot_reserve(tw_slot *sl, uint32_t cap, uint32_t rot, uint32_t *pos,
+                     uint32_t *behind)
+{
+    ck_backoff_t backoff = CK_BACKOFF_INITIALIZER;
+    /* Acquire: see the drainer's reopen (and, through it, the cursor). */
+    uint64_t w = atomic_load_explicit(&sl->word, memory_order_acquire);
+    for (;;) {
+        if (w & TW_SLOT_CLOSED)
+            return TW_SLOT_CLOSED_NOW;
+        uint32_t diff = (rot - tw__slot_rot(w)) & (uint32_t)TW_SLOT_ROT_MASK;
+        if (diff > (uint32_t)(TW_SLOT_ROT_MASK >> 1))
+            return TW_SLOT_NEWER;
+        int rc = reserve_at(sl, cap, &w, pos);
+        if (rc != -100) {
+            *behind = diff;
+            return rc;
+        }
+        ck_backoff_eb(&backoff);
+    }
+}
+
+int tw__slot_reserve_any(tw_slot *sl, uint32_t cap, uint32_t *pos, uint32_t *rot)
+{
+    ck_backoff_t backoff = CK_BACKOFF_INITIALIZER;
+    /* Acquire: as in tw__slot_reserve. */
+    uint64_t w = atomic_load_explicit(&sl->word, memory_order_acquire);
+    for (;;) {
+        if (w & TW_SLOT_CLOSED)
+            return TW_SLOT_CLOSED_NOW;
+        int rc = reserve_at(sl, cap, &w, pos);
+        if (rc != -100) {
+            *rot = tw__slot_rot(w);
+            return rc;
+        }
+        ck_backoff_eb(&backoff);
+    }
+}
+
+bool tw__slot_publish(tw_slot *sl, uint32_t cap, uint32_t pos, uint64_t epoch,
+                      uint64_t value)
+{
+    _Atomic uint64_t *e = tw__slot_entry(sl, cap, pos);
+    TW_INJECT(TW_INJ_RESERVE_PUBLISH);
+    /* Relaxed: only a guess for the CAS, which checks it. */
+    uint64_t cur = atomic_load_explicit(e, memory_order_relaxed);
+    for (;;) {
+        if ((cur & TW_ENTRY_VALUE) || (cur & EMPTY_EPOCH_MASK) > epoch)
+            return false; /* tombstoned, or a later epoch's */
+        /* Release: the drainer's exchange (acq_rel) then sees the record
+         * as we armed it. */
+        if (atomic_compare_exchange_weak_explicit(e, &cur, value,
+                                                  memory_order_release,
+                                                  memory_order_relaxed))
+            return true;
+    }
+}
+
+void tw__vec_push(tw_vec *vec, uint64_t x)
+{
+    if (vec->n == vec->cap) {
+        size_t cap = vec->cap ? vec->cap * 2 : 1024;
+        uint64_t *v = realloc(vec->v, cap * sizeof *v);
+        if (!v)
+            abort(); /* the drainer cannot refuse work: see README, limits */
+        vec->v = v;
+        vec->cap = cap;
+    }
+    vec->v[vec->n++] = x;
+}
+
+void tw__vec_free(tw_vec *vec)
+{
+    free(vec->v);
+    vec->v = NULL;
+    vec->n = vec->cap = 0;
+}
+
+static uint32_t slot_close(tw_slot *sl)
+{
+    /* Acq_rel: acquire the producers' reservations (their CAS on the
+     * word), release nothing in particular but keep the close ordered
+     * before the entry exchanges below. */
+    uint64_t w = atomic_fetch_or_explicit(&sl->word, TW_SLOT_CLOSED,
+                                          memory_order_acq_rel);
+    return (uint32_t)(w & TW_SLOT_COUNT_MASK);
+}
+
+static uint32_t drain_reserved(tw_slot *sl, uint32_t cap, uint32_t n,
+                                        uint64_t next_epoch, uint32_t next_rot,
+                                        tw_vec *out)
+{
+    TW_INJECT(TW_INJ_CLOSE_DRAIN);
+    for (uint32_t p = 0; p < n; p++) {
+        _Atomic uint64_t *e = tw__slot_entry(sl, cap, p);
+        /* Acq_rel: acquire a published VALUE (pairs with the producer's
+         * release CAS); release our tombstone so a late producer's failing
+         * CAS is ordered after our close. */
+        uint64_t v = atomic_exchange_explicit(e, next_epoch & EMPTY_EPOCH_MASK,
+                                              memory_order_acq_rel);
+        if (v & TW_ENTRY_VALUE)
+            tw__vec_push(out, v);
+    }
+    uint64_t open = (uint64_t)(next_rot & TW_SLOT_ROT_MASK) << TW_SLOT_ROT_SHIFT;
+    /* Release: producers that see the new rot (acquire) also see every
+     * entry reset above and the cursor published before the close. */
+    atomic_store_explicit(&sl->word, open, memory_order_release);
+    return n;
+}
+
+uint32_t tw__slot_drain(tw_slot *sl, uint32_t cap, uint64_t next_epoch,
+                        uint32_t next_rot, tw_vec *out)
+{
+    return drain_reserved(sl, cap, slot_close(sl), next_epoch, next_rot, out);
+}
+
+uint32_t tw__slot_drain_late(tw_slot *sl, uint32_t cap, tw_vec *out)
+{
+    /* Relaxed: only the drainer changes the rot of a late slot. */
+    uint32_t rot = tw__slot_rot(atomic_load_explicit(&sl->word, memory_order_relaxed));
+    uint32_t n = slot_close(sl);
+    if (n == 0) {
+        /* Nobody reserved in this round, so nobody can publish into it:
+         * reopen the same round. Rounds advance only when used, which keeps
+         * their 31-bit EMPTY epochs from wrapping in practice. Release:
+         * as in tw__slot_drain. */
+        atomic_store_explicit(&sl->word,
+                              (uint64_t)rot << TW_SLOT_ROT_SHIFT, memory_order_release);
+        return 0;
+    }
+    uint32_t next = (rot + 1) & (uint32_t)TW_SLOT_ROT_MASK;
+    return drain_reserved(sl, cap, n, next, next, out);
+}
+
+void tw__slot_fini(tw_slot *sl)
+{
+    /* Relaxed: tw_destroy runs alone. */
+    tw_overflow *o = atomic_load_explicit(&sl->ovf, memory_order_relaxed);
+    if (!o)
+        return;
+    for (int j = 0; j < TW_SLOT_SEGS; j++)
+        free(atomic_load_explicit(&o->seg[j], memory_order_relaxed));
+    free(o);
+}

@@ -1,0 +1,527 @@
+/*
+ * wheel.c: the hierarchical timing wheel (after Varghese and Lauck): levels,
+ * where a timer is placed, the cursor's step, the idle scan, and the
+ * invariant checker.
+ *
+ * Levels. Every level has S = 2^b slots (wheel_slots) and uses the same
+ * lock-free slots (slots.c). Slot i of level l collects for the epochs
+ * e with e = i * 2^(b*l) (mod 2^(b*(l+1))): level 0 slot i drains at tick
+ * e itself, a higher slot at the first tick of its span, where its timers
+ * cascade down. Levels are added until the wheel spans 2^42 ticks:
+ *
+ *   level  granularity (ticks)  spans (ticks)   with 1 ms tick, S = 256
+ *   0      1                    2^8             1 ms      .. 256 ms
+ *   1      2^8                  2^16            256 ms    .. 65 s
+ *   2      2^16                 2^24            65 s      .. 4.7 h
+ *   3      2^24                 2^32            4.7 h     .. 50 days
+ *   4      2^32                 2^40            50 days   .. 35 years
+ *   5      2^40                 2^48            35 years  .. 8900 years
+ *
+ * The longest delay is 2^41 - 1 ticks (TW_HORIZON_TICKS), at least the 2^40
+ * the contract asks for; TW_ERANGE beyond.
+ *
+ * Placement (any thread). With the cursor at c (every tick <= c is being or
+ * has been processed) a timer due at tick k goes for t = max(k, c + 1), at
+ * distance d = t - c >= 1, to level l = floor(log2(d) / b), in the slot
+ * whose epoch e = t rounded down to a multiple of 2^(b*l). Then c < e <= t
+ * and e - c < 2^(b*(l+1)): e is that slot's next epoch, drained no later
+ * than t (never late) and the drain re-places what is not yet due (never
+ * early: the deadline is checked against the record, not inferred from the
+ * slot). Entries are hints; the record's state word and deadline are the
+ * truth, so a stale or duplicate entry costs a skip, never a wrong fire.
+ *
+ * The step (the cursor, one thread at a time). Processing the ticks in
+ * (c, T] -- one tick when on time, many when catching up or when the
+ * MANUAL clock jumps -- is:
+ *   1. publish cur = T, so producers from now on aim past T;
+ *   2. drain every slot whose epoch lies in (c, T] (at most S per level,
+ *      however long the range) and both late slots, each reopened for its
+ *      next epoch after T;
+ *   3. for each entry taken: skip it if the record moved on (other
+ *      generation, not PENDING); claim it (PENDING -> FIRING, one CAS that
+ *      races cancel and reschedule) if its deadline tick <= T; otherwise
+ *      place it again relative to T (the cascade, and the re-placement of a
+ *      timer whose deadline was pushed later);
+ *   4. sort the claimed timers by deadline when the range was longer than
+ *      one tick, so they run earliest first.
+ * No callback runs inside the step: the claimed list is run afterwards
+ * (workers.c), so callbacks may call anything.
+ *
+ * A producer that finds its slot closed (the step is draining it right
+ * now) does not wait: it publishes into one of two late slots, which the
+ * next step drains like any other. The two are drained one after the
+ * other, so at least one is always open.
+ *
+ * Occupancy: one bit per slot, set by a producer once it has reserved,
+ * cleared by the step just before it closes the slot. The cursor thread
+ * uses the bits to sleep until the next occupied epoch (tickless idle).
+ */
+#include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LATE_SLOTS 2
+
+static uint32_t level_shift(const tw_wheel *w, uint32_t l) { return w->bits * l; }
+
+/* The first epoch of slot (l, i) strictly after tick x. */
+static uint64_t next_epoch_after(const tw_wheel *w, uint32_t l, uint32_t i, uint64_t x)
+{
+    uint32_t sh = level_shift(w, l);
+    uint64_t turn = 1ull << (sh + w->bits);
+    uint64_t e = (x & ~(turn - 1)) + ((uint64_t)i << sh);
+    return e > x ? e : e + turn;
+}
+
+static uint32_t rot_of(const tw_wheel *w, uint32_t l, uint64_t epoch)
+{
+    return (uint32_t)((epoch >> (level_shift(w, l) + w->bits)) & TW_SLOT_ROT_MASK);
+}
+
+static tw_slot *slot_at(const tw_wheel *w, uint32_t l, uint32_t i)
+{
+    return &w->slot[(size_t)l * w->nslots + i];
+}
+
+int tw__wheel_init(tw_wheel *w, uint32_t nslots, uint32_t cap)
+{
+    memset(w, 0, sizeof *w);
+    w->bits = (uint32_t)__builtin_ctz(nslots);
+    w->nslots = nslots;
+    w->levels = (TW_WHEEL_SPAN_BITS + w->bits - 1) / w->bits;
+    w->cap = cap;
+    w->occ_words = (nslots + 63) / 64;
+    size_t nsl = (size_t)w->levels * nslots + LATE_SLOTS;
+    w->slot = aligned_alloc(TW_CACHELINE, (size_t)w->levels * nslots * sizeof *w->slot);
+    w->entries = calloc(nsl * cap, sizeof *w->entries);
+    w->occ = calloc((size_t)w->levels * w->occ_words, sizeof *w->occ);
+    if (!w->slot || !w->entries || !w->occ) {
+        tw__wheel_fini(w);
+        return TW_ENOMEM;
+    }
+    for (uint32_t l = 0; l < w->levels; l++) {
+        for (uint32_t i = 0; i < nslots; i++) {
+            tw_slot *sl = slot_at(w, l, i);
+            uint64_t e = next_epoch_after(w, l, i, 0);
+            atomic_init(&sl->word, (uint64_t)rot_of(w, l, e) << TW_SLOT_ROT_SHIFT);
+            sl->base = &w->entries[((size_t)l * nslots + i) * cap];
+            atomic_init(&sl->ovf, NULL);
+        }
+    }
+    for (int j = 0; j < LATE_SLOTS; j++) {
+        atomic_init(&w->late[j].word, 0);
+        w->late[j].base = &w->entries[((size_t)w->levels * nslots + j) * cap];
+        atomic_init(&w->late[j].ovf, NULL);
+    }
+    atomic_init(&w->cur, 0);
+    return TW_OK;
+}
+
+void tw__wheel_fini(tw_wheel *w)
+{
+    if (w->slot) {
+        for (size_t i = 0; i < (size_t)w->levels * w->nslots; i++)
+            tw__slot_fini(&w->slot[i]);
+    }
+    for (int j = 0; j < LATE_SLOTS; j++)
+        tw__slot_fini(&w->late[j]);
+    free(w->slot);
+    free((void *)w->entries);
+    free((void *)w->occ);
+    tw__vec_free(&w->taken);
+    tw__vec_free(&w->due);
+    w->slot = NULL;
+    w->entries = NULL;
+    w->occ = NULL;
+}
+
+/* ---- placement (any thread) ---------------------------------------------- */
+
+static void occupancy_mark(tw_wheel *w, uint32_t l, uint32_t i)
+{
+    _Atomic uint64_t *word = &w->occ[(size_t)l * w->occ_words + i / 64];
+    uint64_t bit = 1ull << (i % 64);
+    /* Seq_cst load and RMW: with the cursor's seq_cst store of wake_tick
+     * and its seq_cst re-scan of these bits, either the cursor sees our bit
+     * or we see its planned wake-up (and wake it if we are earlier). A bit
+     * already set stays set until the cursor drains this slot, which it has
+     * not done for our epoch. */
+    if (!(atomic_load_explicit(word, memory_order_seq_cst) & bit))
+        atomic_fetch_or_explicit(word, bit, memory_order_seq_cst);
+}
+
+static int place_late(tw_service *s, uint64_t value)
+{
+    tw_wheel *w = &s->wheel;
+    for (uint32_t j = 0;; j ^= 1) {
+        uint32_t pos, rot;
+        int rc = tw__slot_reserve_any(&w->late[j], w->cap, &pos, &rot);
+        if (rc == TW_SLOT_CLOSED_NOW)
+            continue; /* the step is draining it; the other one is open */
+        if (rc != TW_SLOT_OK)
+            return rc;
+        if (pos >= w->cap)
+            TW_COUNT(s, overflowed, 1);
+        if (tw__slot_publish(&w->late[j], w->cap, pos, rot, value)) {
+            /* Relaxed: a hint for the wake-up only. */
+            tw__cursor_poke(s, atomic_load_explicit(&w->cur, memory_order_relaxed) + 1);
+            return TW_OK;
+        }
+        tw__count_rare(s, TW_RARE_TOMBSTONED);
+        return 1; /* tombstoned: place again from the top */
+    }
+}
+
+/* One attempt: 0 placed, 1 try again, < 0 error. */
+static int place_once(tw_service *s, uint64_t value, uint64_t k)
+{
+    tw_wheel *w = &s->wheel;
+    /* Acquire: pairs with the step's release store of cur. */
+    uint64_t c = atomic_load_explicit(&w->cur, memory_order_acquire);
+    uint64_t t = k > c ? k : c + 1;
+    uint64_t d = t - c;
+    uint32_t l = (63u - (uint32_t)__builtin_clzll(d)) / w->bits;
+    if (l >= w->levels) {
+        l = w->levels - 1; /* beyond the span: the top level's drain re-places */
+        t = c + (1ull << (level_shift(w, l) + w->bits)) - 1;
+    }
+    uint32_t sh = level_shift(w, l);
+    uint64_t e = (t >> sh) << sh;
+    uint32_t i = (uint32_t)((e >> sh) & (w->nslots - 1));
+    tw_slot *sl = slot_at(w, l, i);
+    uint32_t pos, behind;
+    int rc = tw__slot_reserve(sl, w->cap, rot_of(w, l, e), &pos, &behind);
+    if (rc == TW_SLOT_NEWER) {
+        tw__count_rare(s, TW_RARE_NEWER);
+        return 1; /* the cursor moved past our epoch: recompute */
+    }
+    if (rc == TW_SLOT_CLOSED_NOW) {
+        tw__count_rare(s, TW_RARE_LATE_SLOT);
+        return place_late(s, value);
+    }
+    if (rc != TW_SLOT_OK)
+        return rc;
+    uint64_t epoch = e - (uint64_t)behind * (1ull << (sh + w->bits));
+    occupancy_mark(w, l, i);
+    if (pos >= w->cap)
+        TW_COUNT(s, overflowed, 1);
+    if (!tw__slot_publish(sl, w->cap, pos, epoch, value)) {
+        tw__count_rare(s, TW_RARE_TOMBSTONED);
+        return 1;
+    }
+    tw__cursor_poke(s, epoch);
+    return TW_OK;
+}
+
+int tw__place(tw_service *s, uint32_t gen, uint32_t idx, uint64_t tick)
+{
+    uint64_t value = tw__entry(gen, idx);
+    for (;;) {
+        int rc = place_once(s, value, tick);
+        if (rc <= 0)
+            return rc;
+    }
+}
+
+/* Internal placements (cascade, re-arm, reschedule) cannot hand an error
+ * to anybody without losing a timer; out of memory there is fatal. */
+static void place_or_die(tw_service *s, uint32_t gen, uint32_t idx, uint64_t tick)
+{
+    if (tw__place(s, gen, idx, tick) != TW_OK) {
+        fputs("timerwheel: out of memory placing a timer\n", stderr);
+        abort();
+    }
+}
+
+void tw__place_internal(tw_service *s, uint32_t gen, uint32_t idx, uint64_t tick)
+{
+    place_or_die(s, gen, idx, tick);
+}
+
+/* ---- the step (the drainer only) ------------------------------------------ */
+
+static void occupancy_clear(tw_wheel *w, uint32_t l, uint32_t i)
+{
+    /* Relaxed is enough here: clearing before the close means a producer of
+     * the epoch being drained that sets the bit afterwards leaves a spurious
+     * bit (one needless wake-up), and producers of the next epoch reserve
+     * after the reopen (release), so their bits come after this clear. */
+    atomic_fetch_and_explicit(&w->occ[(size_t)l * w->occ_words + i / 64],
+                              ~(1ull << (i % 64)), memory_order_relaxed);
+}
+
+static void drain_slot(tw_wheel *w, uint32_t l, uint32_t i, uint64_t target)
+{
+    uint64_t next = next_epoch_after(w, l, i, target);
+    occupancy_clear(w, l, i);
+    tw__slot_drain(slot_at(w, l, i), w->cap, next, rot_of(w, l, next), &w->taken);
+}
+
+/* Drain every slot of level l whose epoch lies in (c, T]. */
+static void drain_level(tw_wheel *w, uint32_t l, uint64_t c, uint64_t T)
+{
+    uint32_t sh = level_shift(w, l);
+    uint64_t first = (c >> sh) + 1, last = T >> sh;
+    if (last < first)
+        return;
+    if (last - first + 1 >= w->nslots) {
+        for (uint32_t i = 0; i < w->nslots; i++)
+            drain_slot(w, l, i, T);
+        return;
+    }
+    for (uint64_t m = first; m <= last; m++)
+        drain_slot(w, l, (uint32_t)(m & (w->nslots - 1)), T);
+}
+
+/* Claim a due timer for running, or place it again; skip a dead entry. */
+static void take_entry(tw_service *s, uint64_t v, uint64_t T)
+{
+    uint32_t idx = (uint32_t)v;
+    tw_record *rec = tw__rec(&s->rec, idx);
+    /* Acquire: the record as its arming thread (or last owner) left it. */
+    uint64_t st = atomic_load_explicit(&rec->state, memory_order_acquire);
+    for (;;) {
+        if (!tw__entry_matches(v, tw__gen(st)) || tw__st(st) != TW_ST_PENDING)
+            return; /* cancelled, fired, claimed through another entry, reused */
+        if (st & TW_F_LEASE) {
+            /* A reschedule is writing the deadline: do not wait for it. Keep
+             * an entry at the next tick; it places its own if earlier. */
+            tw__count_rare(s, TW_RARE_LEASE_MET);
+            place_or_die(s, tw__gen(st), idx, T + 1);
+            return;
+        }
+        /* Relaxed: ordered by the acquire of st; the CAS below fails if a
+         * lease was taken since, so a torn view of a move is never used. */
+        uint64_t deadline = atomic_load_explicit(&rec->deadline, memory_order_relaxed);
+        uint64_t k = tw__tick_of(s, deadline);
+        if (k > T) {
+            place_or_die(s, tw__gen(st), idx, k); /* cascade / pushed later */
+            return;
+        }
+        TW_INJECT(TW_INJ_CASCADE);
+        /* Acq_rel: acquire what a reschedule published; release our claim
+         * to whoever runs it. Fails if cancel, reschedule or stop won. */
+        if (atomic_compare_exchange_strong_explicit(
+                &rec->state, &st, tw__with_st(st, TW_ST_FIRING),
+                memory_order_acq_rel, memory_order_acquire)) {
+            tw__vec_push(&s->wheel.due, deadline);
+            tw__vec_push(&s->wheel.due, tw__handle(tw__gen(st), idx));
+            return;
+        }
+    }
+}
+
+static int by_deadline(const void *a, const void *b)
+{
+    const uint64_t *x = a, *y = b;
+    return (x[0] > y[0]) - (x[0] < y[0]);
+}
+
+void tw__wheel_step(tw_service *s, uint64_t T)
+{
+    tw_wheel *w = &s->wheel;
+    /* Relaxed: only the drainer writes cur. */
+    uint64_t c = atomic_load_explicit(&w->cur, memory_order_relaxed);
+    if (T <= c)
+        return;
+    /* Release: producers that read T (acquire) aim past it; the slots'
+     * reopen stores come later, so a producer that sees a reopened slot
+     * also sees this cursor. */
+    atomic_store_explicit(&w->cur, T, memory_order_release);
+    w->taken.n = 0;
+    for (uint32_t l = w->levels; l-- > 0;)
+        drain_level(w, l, c, T);
+    for (int j = 0; j < LATE_SLOTS; j++)
+        tw__slot_drain_late(&w->late[j], w->cap, &w->taken);
+    for (size_t n = 0; n < w->taken.n; n++)
+        take_entry(s, w->taken.v[n], T);
+    if (T - c > 1 && w->due.n > 2)
+        qsort(w->due.v, w->due.n / 2, 2 * sizeof(uint64_t), by_deadline);
+}
+
+/* ---- the idle scan (the drainer only) ------------------------------------- */
+
+static uint64_t level_next_work(const tw_wheel *w, uint32_t l, uint64_t c)
+{
+    uint64_t best = UINT64_MAX;
+    for (uint32_t k = 0; k < w->occ_words; k++) {
+        /* Seq_cst: the other half of occupancy_mark's pairing. */
+        uint64_t bits = atomic_load_explicit(&w->occ[(size_t)l * w->occ_words + k],
+                                             memory_order_seq_cst);
+        while (bits) {
+            uint32_t i = k * 64 + (uint32_t)__builtin_ctzll(bits);
+            bits &= bits - 1;
+            uint64_t e = next_epoch_after(w, l, i, c);
+            if (e < best)
+                best = e;
+        }
+    }
+    return best;
+}
+
+uint64_t tw__wheel_next_work(tw_service *s)
+{
+    tw_wheel *w = &s->wheel;
+    /* Relaxed: the drainer's own variable. */
+    uint64_t c = atomic_load_explicit(&w->cur, memory_order_relaxed);
+    for (int j = 0; j < LATE_SLOTS; j++) {
+        /* Seq_cst: a late placement is seen here or it sees wake_tick. */
+        if (atomic_load_explicit(&w->late[j].word, memory_order_seq_cst) &
+            TW_SLOT_COUNT_MASK)
+            return c + 1;
+    }
+    uint64_t best = UINT64_MAX;
+    for (uint32_t l = 0; l < w->levels; l++) {
+        uint64_t e = level_next_work(w, l, c);
+        if (e < best)
+            best = e;
+    }
+    return best;
+}
+
+/* ---- the invariant checker (quiescent service) ---------------------------- */
+
+typedef struct check_ctx {
+    tw_service *s;
+    char *buf;
+    size_t len;
+    uint64_t *first_epoch; /* per record: earliest epoch of a live entry */
+    uint32_t high;
+} check_ctx;
+
+static int fail(check_ctx *x, const char *fmt, unsigned long long a, unsigned long long b,
+                unsigned long long c)
+{
+    snprintf(x->buf, x->len, fmt, a, b, c);
+    return -1;
+}
+
+static int check_entries(check_ctx *x, tw_slot *sl, uint64_t epoch, bool late)
+{
+    tw_wheel *w = &x->s->wheel;
+    uint64_t word = atomic_load_explicit(&sl->word, memory_order_acquire);
+    uint32_t n = (uint32_t)(word & TW_SLOT_COUNT_MASK);
+    if (word & TW_SLOT_CLOSED)
+        return fail(x, "slot closed at rest (epoch %llu)%llu%llu", epoch, 0, 0);
+    for (uint32_t p = 0;; p++) {
+        _Atomic uint64_t *e = tw__slot_entry(sl, w->cap, p);
+        if (!e)
+            break;
+        uint64_t v = atomic_load_explicit(e, memory_order_acquire);
+        if (p < n && !(v & TW_ENTRY_VALUE))
+            return fail(x, "reserved entry %llu unpublished at rest (epoch %llu)%llu",
+                        p, epoch, 0);
+        if (p >= n && ((v & TW_ENTRY_VALUE) || (!late && v > epoch)))
+            return fail(x, "entry %llu past count holds %llx (epoch %llu)", p, v, epoch);
+        if (p < n) {
+            uint32_t idx = (uint32_t)v;
+            if (idx >= x->high)
+                return fail(x, "entry names record %llu beyond %llu%llu", idx, x->high, 0);
+            tw_record *rec = tw__rec(&x->s->rec, idx);
+            uint64_t st = atomic_load_explicit(&rec->state, memory_order_acquire);
+            if (tw__entry_matches(v, tw__gen(st)) && x->first_epoch[idx] > epoch)
+                x->first_epoch[idx] = late ? 0 : epoch;
+        }
+    }
+    return 0;
+}
+
+static int check_slots(check_ctx *x)
+{
+    tw_wheel *w = &x->s->wheel;
+    uint64_t c = atomic_load_explicit(&w->cur, memory_order_acquire);
+    for (uint32_t l = 0; l < w->levels; l++) {
+        for (uint32_t i = 0; i < w->nslots; i++) {
+            tw_slot *sl = slot_at(w, l, i);
+            uint64_t e = next_epoch_after(w, l, i, c);
+            uint64_t word = atomic_load_explicit(&sl->word, memory_order_acquire);
+            if (tw__slot_rot(word) != rot_of(w, l, e))
+                return fail(x, "slot %llu of level %llu not open for epoch %llu", i, l, e);
+            uint64_t occ = atomic_load_explicit(&w->occ[(size_t)l * w->occ_words + i / 64],
+                                                memory_order_acquire);
+            if ((word & TW_SLOT_COUNT_MASK) && !(occ & (1ull << (i % 64))))
+                return fail(x, "slot %llu of level %llu occupied, bit clear%llu", i, l, 0);
+            if (check_entries(x, sl, e, false))
+                return -1;
+        }
+    }
+    for (int j = 0; j < LATE_SLOTS; j++) {
+        if (check_entries(x, &w->late[j], 0, true))
+            return -1;
+    }
+    return 0;
+}
+
+static int check_records(check_ctx *x, uint64_t *pending)
+{
+    for (uint32_t idx = 0; idx < x->high; idx++) {
+        tw_record *rec = tw__rec(&x->s->rec, idx);
+        if (!rec)
+            continue;
+        uint64_t st = atomic_load_explicit(&rec->state, memory_order_acquire);
+        uint32_t kind = tw__st(st);
+        if (kind != TW_ST_FREE && kind != TW_ST_PENDING)
+            return fail(x, "record %llu in state %llu at rest%llu", idx, kind, 0);
+        if (st & (TW_F_LEASE | TW_F_DONE | TW_F_MOVED | TW_F_CANCELREQ))
+            return fail(x, "record %llu has transient flags %llx%llu", idx, st & 0xff, 0);
+        if (tw__gen(st) == 0)
+            return fail(x, "record %llu has generation 0%llu%llu", idx, 0, 0);
+        if (kind != TW_ST_PENDING)
+            continue;
+        (*pending)++;
+        uint64_t k = tw__tick_of(x->s, atomic_load_explicit(&rec->deadline,
+                                                            memory_order_acquire));
+        if (x->first_epoch[idx] > k)
+            return fail(x, "pending record %llu (due tick %llu) has no entry at or "
+                           "before it (earliest %llu)", idx, k, x->first_epoch[idx]);
+    }
+    return 0;
+}
+
+static int check_free_list(check_ctx *x)
+{
+    uint64_t head = atomic_load_explicit(&x->s->rec.free_head, memory_order_acquire);
+    uint32_t top = (uint32_t)head, steps = 0;
+    while (top) {
+        if (top - 1 >= x->high || ++steps > x->high)
+            return fail(x, "free list broken at %llu (%llu steps)%llu", top - 1, steps, 0);
+        tw_record *rec = tw__rec(&x->s->rec, top - 1);
+        uint64_t st = atomic_load_explicit(&rec->state, memory_order_acquire);
+        if (tw__st(st) != TW_ST_FREE)
+            return fail(x, "record %llu on the free list in state %llu%llu", top - 1,
+                        tw__st(st), 0);
+        top = atomic_load_explicit(&rec->free_next, memory_order_acquire);
+    }
+    return 0;
+}
+
+int tw__check(tw_service *s, char *buf, size_t len)
+{
+    check_ctx x = {.s = s, .buf = buf, .len = len, .high = tw__records_high(&s->rec)};
+    x.first_epoch = malloc(((size_t)x.high + 1) * sizeof *x.first_epoch);
+    if (!x.first_epoch) {
+        snprintf(buf, len, "checker out of memory");
+        return -1;
+    }
+    for (uint32_t i = 0; i <= x.high; i++)
+        x.first_epoch[i] = UINT64_MAX;
+    uint64_t pending = 0;
+    int rc = check_slots(&x);
+    if (!rc)
+        rc = check_records(&x, &pending);
+    if (!rc)
+        rc = check_free_list(&x);
+    if (!rc) {
+        tw_stats st;
+        tw_stats_get(s, &st);
+        if (st.pending != pending)
+            rc = fail(&x, "stats.pending %llu but %llu records pending%llu",
+                      st.pending, pending, 0);
+    }
+    free(x.first_epoch);
+    if (!rc && len)
+        buf[0] = '\0';
+    return rc;
+}

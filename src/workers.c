@@ -1,0 +1,304 @@
+/*
+ * workers.c: running due timers. The cursor's step claims due timers
+ * (PENDING -> FIRING) into a local list; this file runs them: inline on
+ * the drainer's thread (MANUAL clock, or workers = 0), or on a pool of
+ * worker threads, so that a slow callback delays only its worker.
+ *
+ * Hand-off: the list is cut into batches of TW_BATCH handles and enqueued
+ * on a liburcu wait-free concurrent queue (wfcqueue): the cursor's enqueue
+ * never blocks; workers dequeue one batch at a time (the queue's dequeue
+ * lock is held for the dequeue only, never across a callback). A batch
+ * holds handles, not record pointers: a timer cancelled while queued fails
+ * the FIRING -> RUNNING CAS and is skipped, whatever became of its record.
+ *
+ * Sleeping: workers and cancel_sync waiters sleep on futex words
+ * (urcu/futex.h). Each wait follows the same pattern: read the word's
+ * sequence number, check for work, announce yourself as a sleeper
+ * (seq_cst), wait on the number read. A waker bumps the word (seq_cst)
+ * before it looks for sleepers, so either it sees the sleeper and wakes it,
+ * or the sleeper's futex_wait finds the word changed: no lost wake-up.
+ *
+ * Runs of one periodic timer never overlap: the next run is armed (placed
+ * in the wheel) only after the callback returned. A run that overran whole
+ * periods skips the missed ones: the next deadline is the first
+ * deadline + k * period after the run ended (fixed rate, no drift).
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <time.h>
+#include <urcu/futex.h>
+
+_Thread_local tw_running_tls tw__self;
+
+static void futex_wake_all(_Atomic int32_t *word)
+{
+    futex_async((int32_t *)word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+static void futex_wait_ns(_Atomic int32_t *word, int32_t seen, uint64_t ns)
+{
+    struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000ull),
+                          .tv_nsec = (long)(ns % 1000000000ull)};
+    futex_async((int32_t *)word, FUTEX_WAIT, seen, ns ? &ts : NULL, NULL, 0);
+}
+
+/* ---- waiting for a run to end (cancel_sync, stop) ------------------------- */
+
+static void wake_sync_waiters(tw_service *s)
+{
+    /* Seq_cst: pairs with the waiter's seq_cst increment of sync_waiters
+     * and its seq_cst state load (store-buffering pattern). */
+    if (atomic_load_explicit(&s->sync_waiters, memory_order_seq_cst) == 0)
+        return;
+    atomic_fetch_add_explicit(&s->run_seq, 1, memory_order_seq_cst);
+    futex_wake_all(&s->run_seq);
+}
+
+static bool still_running(uint64_t st, uint32_t gen)
+{
+    return tw__gen(st) == gen && tw__st(st) == TW_ST_RUNNING && !(st & TW_F_DONE);
+}
+
+void tw__wait_not_running(tw_service *s, tw_record *rec, uint32_t gen)
+{
+    /* Seq_cst: announce ourselves before we look at the state. */
+    atomic_fetch_add_explicit(&s->sync_waiters, 1, memory_order_seq_cst);
+    for (unsigned spins = 0;; spins++) {
+        /* Seq_cst: read the sequence before the state, so a run that ends
+         * after our look changes the word we wait on. */
+        int32_t seq = atomic_load_explicit(&s->run_seq, memory_order_seq_cst);
+        uint64_t st = atomic_load_explicit(&rec->state, memory_order_seq_cst);
+        if (!still_running(st, gen))
+            break;
+        if (spins < 64) {
+            caa_cpu_relax();
+            continue;
+        }
+        futex_wait_ns(&s->run_seq, seq, 10 * 1000 * 1000);
+    }
+    atomic_fetch_sub_explicit(&s->sync_waiters, 1, memory_order_seq_cst);
+}
+
+/* ---- running one timer ----------------------------------------------------- */
+
+uint64_t tw__next_period_deadline(const tw_service *s, uint64_t deadline, uint64_t period)
+{
+    uint64_t now = tw__clock_read(s) - s->origin;
+    uint64_t next = deadline + period;
+    if (next > now)
+        return next;
+    /* Overran whole periods: skip the missed runs, keep the phase. */
+    return deadline + ((now - deadline) / period + 1) * period;
+}
+
+static void finish_oneshot(tw_service *s, tw_record *rec, uint32_t idx, uint64_t st)
+{
+    /* Nothing else changes a running one-shot's state (cancel and
+     * reschedule answer ENOENT, stop waits), so a plain store suffices.
+     * Seq_cst: cancel_sync waiters and the stop sweep observe it. */
+    atomic_store_explicit(&rec->state, tw__rec_free_state(st), memory_order_seq_cst);
+    tw__rec_push_free(&s->rec, idx);
+}
+
+static void finish_periodic(tw_service *s, tw_record *rec, uint32_t idx,
+                            uint64_t deadline)
+{
+    /* Acquire: a lease holder's MOVED deadline, a cancel's request. */
+    uint64_t st = atomic_load_explicit(&rec->state, memory_order_acquire);
+    for (;;) {
+        uint64_t want;
+        if (st & TW_F_LEASE) {
+            want = st | TW_F_DONE; /* the reschedule in flight re-arms it */
+        } else if (st & TW_F_CANCELREQ) {
+            want = tw__rec_free_state(st);
+        } else {
+            want = tw__with_st(st & ~(uint64_t)TW_F_MOVED, TW_ST_PENDING) | TW_F_LEASE;
+        }
+        /* Seq_cst: the end of the run, which cancel_sync waiters and the
+         * stop sweep observe; acquire on failure re-reads the requests. */
+        if (!atomic_compare_exchange_weak_explicit(&rec->state, &st, want,
+                                                   memory_order_seq_cst,
+                                                   memory_order_acquire))
+            continue;
+        if (st & TW_F_LEASE)
+            return;
+        if (st & TW_F_CANCELREQ) {
+            tw__rec_push_free(&s->rec, idx);
+            return;
+        }
+        /* We hold the lease now: we alone write the deadline. Relaxed: the
+         * lease release below publishes it. */
+        uint64_t next = (st & TW_F_MOVED)
+            ? atomic_load_explicit(&rec->deadline, memory_order_relaxed)
+            : tw__next_period_deadline(s, deadline, rec->period);
+        atomic_store_explicit(&rec->deadline, next, memory_order_relaxed);
+        tw__lease_publish(s, rec, idx, true, tw__tick_of(s, next));
+        return;
+    }
+}
+
+static bool claim_run(tw_record *rec, tw_timer h, uint64_t *st)
+{
+    /* Acquire: pairs with the step's claim (and the arming before it). */
+    *st = atomic_load_explicit(&rec->state, memory_order_acquire);
+    for (;;) {
+        if (tw__gen(*st) != tw__handle_gen(h) || tw__st(*st) != TW_ST_FIRING)
+            return false; /* cancelled, taken back by a reschedule, dropped */
+        TW_INJECT(TW_INJ_STATE_CAS);
+        uint64_t run = tw__with_st(*st, TW_ST_RUNNING);
+        /* Seq_cst: the start of the run, which the stop sweep and cancel
+         * must order against their own CAS on the same word. */
+        if (atomic_compare_exchange_weak_explicit(&rec->state, st, run,
+                                                  memory_order_seq_cst,
+                                                  memory_order_acquire)) {
+            *st = run;
+            return true;
+        }
+    }
+}
+
+void tw__run_timer(tw_service *s, tw_timer h)
+{
+    uint32_t idx = tw__handle_idx(h);
+    tw_record *rec = tw__rec(&s->rec, idx);
+    uint64_t st;
+    if (!rec || !claim_run(rec, h, &st))
+        return;
+    /* Relaxed: the claim's acquire ordered the arming writes. */
+    uint64_t deadline = atomic_load_explicit(&rec->deadline, memory_order_relaxed);
+    bool periodic = (st & TW_F_PERIODIC) != 0;
+    tw_callback cb = rec->cb;
+    void *arg = rec->arg;
+    TW_COUNT(s, fired, 1);
+    if (!periodic)
+        TW_COUNT(s, disarmed, 1);
+    uint64_t now = tw__clock_read(s) - s->origin;
+    tw__note_lateness(s, now > deadline ? now - deadline : 0);
+
+    tw_running_tls saved = tw__self;
+    tw__self.s = s;
+    tw__self.t = h;
+    cb(h, arg);
+    tw__self.s = saved.s;
+    tw__self.t = saved.t;
+
+    if (periodic)
+        finish_periodic(s, rec, idx, deadline);
+    else
+        finish_oneshot(s, rec, idx, st);
+    wake_sync_waiters(s);
+}
+
+/* ---- the pool -------------------------------------------------------------- */
+
+static void run_inline(tw_service *s, const uint64_t *pairs, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        tw__run_timer(s, pairs[2 * i + 1]);
+}
+
+static void pool_enqueue(tw_service *s, tw_batch *b)
+{
+    tw_pool *p = &s->pool;
+    cds_wfcq_node_init(&b->node);
+    cds_wfcq_enqueue(&p->head, &p->tail, &b->node);
+    /* Seq_cst: bump the word before looking for sleepers (see top). */
+    atomic_fetch_add_explicit(&p->work_seq, 1, memory_order_seq_cst);
+    if (atomic_load_explicit(&p->sleepers, memory_order_seq_cst))
+        futex_async((int32_t *)&p->work_seq, FUTEX_WAKE, 1, NULL, NULL, 0);
+}
+
+void tw__deliver(tw_service *s)
+{
+    tw_vec *due = &s->wheel.due;
+    size_t n = due->n / 2;
+    if (s->pool.nthreads == 0) {
+        run_inline(s, due->v, n);
+        due->n = 0;
+        return;
+    }
+    for (size_t i = 0; i < n;) {
+        tw_batch *b = malloc(sizeof *b);
+        size_t take = n - i < TW_BATCH ? n - i : TW_BATCH;
+        if (!b) {
+            run_inline(s, due->v + 2 * i, take); /* never lose a due timer */
+        } else {
+            b->n = (uint32_t)take;
+            for (size_t k = 0; k < take; k++)
+                b->h[k] = due->v[2 * (i + k) + 1];
+            pool_enqueue(s, b);
+        }
+        i += take;
+    }
+    due->n = 0;
+}
+
+static tw_batch *pool_take(tw_pool *p)
+{
+    struct cds_wfcq_node *node = cds_wfcq_dequeue_blocking(&p->head, &p->tail);
+    return node ? caa_container_of(node, tw_batch, node) : NULL;
+}
+
+static void *worker_main(void *arg)
+{
+    tw_service *s = arg;
+    tw_pool *p = &s->pool;
+    for (;;) {
+        /* Seq_cst: read the word before looking for work (see top). */
+        int32_t seq = atomic_load_explicit(&p->work_seq, memory_order_seq_cst);
+        tw_batch *b = pool_take(p);
+        if (b) {
+            for (uint32_t i = 0; i < b->n; i++)
+                tw__run_timer(s, b->h[i]);
+            free(b);
+            continue;
+        }
+        /* Acquire: pairs with tw__pool_quit's release store. */
+        if (atomic_load_explicit(&p->quit, memory_order_acquire))
+            return NULL;
+        atomic_fetch_add_explicit(&p->sleepers, 1, memory_order_seq_cst);
+        futex_wait_ns(&p->work_seq, seq, 0);
+        atomic_fetch_sub_explicit(&p->sleepers, 1, memory_order_seq_cst);
+    }
+}
+
+int tw__pool_start(tw_service *s, uint32_t nthreads)
+{
+    tw_pool *p = &s->pool;
+    cds_wfcq_init(&p->head, &p->tail);
+    atomic_init(&p->work_seq, 0);
+    atomic_init(&p->sleepers, 0);
+    atomic_init(&p->quit, false);
+    p->nthreads = 0;
+    if (nthreads == 0)
+        return TW_OK;
+    p->threads = calloc(nthreads, sizeof *p->threads);
+    if (!p->threads)
+        return TW_ENOMEM;
+    for (uint32_t i = 0; i < nthreads; i++) {
+        if (pthread_create(&p->threads[i], NULL, worker_main, s) != 0)
+            return TW_EAGAIN;
+        p->nthreads++;
+    }
+    return TW_OK;
+}
+
+void tw__pool_quit(tw_service *s)
+{
+    tw_pool *p = &s->pool;
+    /* Release: workers that see quit have seen every batch enqueued before. */
+    atomic_store_explicit(&p->quit, true, memory_order_release);
+    atomic_fetch_add_explicit(&p->work_seq, 1, memory_order_seq_cst);
+    futex_wake_all(&p->work_seq);
+    for (uint32_t i = 0; i < p->nthreads; i++)
+        pthread_join(p->threads[i], NULL);
+    p->nthreads = 0;
+    for (tw_batch *b; (b = pool_take(p));)
+        free(b); /* every handle in it was dropped by the stop sweep */
+    free(p->threads);
+    p->threads = NULL;
+    cds_wfcq_destroy(&p->head, &p->tail);
+}
