@@ -201,8 +201,9 @@ TW_API int tw_cancel(tw_service *s, tw_timer t);
 TW_API int tw_cancel_sync(tw_service *s, tw_timer t);
 
 /* TW_CLOCK_MANUAL only: set the service's clock to now_ns and run, on the
- * calling thread and before returning, every callback whose deadline is
- * <= now_ns, earliest deadline first. Other threads may schedule, cancel and
+ * calling thread and before returning, every timer due by the last tick
+ * boundary at or before now_ns (a timer is due at the first tick boundary
+ * at or after its deadline), earliest deadline first. Other threads may schedule, cancel and
  * reschedule meanwhile. A timer with deadline D has started when
  * tw_advance(now) returns for any now >= D + tick_ns.
  * Returns TW_OK; TW_EINVAL (s NULL, MONOTONIC service, now_ns below the

@@ -113,6 +113,7 @@ typedef struct tw_records {
     _Atomic uint64_t free_head TW_ALIGNED; /* tag (32) | index + 1 (32) */
     _Atomic uint32_t next_unused TW_ALIGNED; /* never-used indexes start here */
     uint32_t limit;                       /* max records (max_timers or TW_REC_MAX) */
+    uint32_t gen_base;                    /* first generation of every record */
 } tw_records;
 
 int  tw__records_init(tw_records *r, uint64_t max_timers);

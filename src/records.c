@@ -7,8 +7,9 @@
  * a thread holding a stale index always reads a record (never freed memory).
  * That is how we answer the ABA trap: generation tags, not grace periods.
  *
- *   - A handle is (generation << 32 | index); generations start at 1 and
- *     skip 0 when they wrap, so 0 is never a handle.
+ *   - A handle is (generation << 32 | index); generations never take the
+ *     value 0, so 0 is never a handle. Each service starts its records'
+ *     generations at its own base, so another service's handle is refused.
  *   - The state word carries the generation (see internal.h). Every change
  *     of a live record is a CAS on that word that includes the generation,
  *     so a stale handle's CAS fails: a handle never acts on another timer.
@@ -54,8 +55,23 @@ static uint32_t chunk_len(uint32_t j)
     return 1u << (TW_REC_CHUNK0_SHIFT + j);
 }
 
+/* Each service's generations start from its own base, spread over the
+ * 32-bit space (golden-ratio steps), so a handle of another service names
+ * a generation this service's record will not reach for ~2^31 reuses:
+ * TW_ENOENT, not another service's timer. */
+static _Atomic uint32_t service_serial;
+
+static uint32_t next_gen_base(void)
+{
+    /* Relaxed: any distinct serial will do. */
+    uint32_t n = atomic_fetch_add_explicit(&service_serial, 1, memory_order_relaxed) + 1;
+    uint32_t base = n * 0x9e3779b9u;
+    return base ? base : 1;
+}
+
 int tw__records_init(tw_records *r, uint64_t max_timers)
 {
+    r->gen_base = next_gen_base();
     for (int j = 0; j < TW_REC_CHUNKS; j++)
         atomic_init(&r->chunk[j], NULL);
     atomic_init(&r->free_head, 0);
@@ -117,7 +133,7 @@ static int ensure_chunk(tw_records *r, uint32_t j)
     if (!c)
         return TW_ENOMEM;
     for (uint32_t i = 0; i < n; i++)
-        atomic_init(&c[i].state, (uint64_t)1 << TW_GEN_SHIFT); /* FREE, gen 1 */
+        atomic_init(&c[i].state, (uint64_t)r->gen_base << TW_GEN_SHIFT); /* FREE */
     tw_record *expected = NULL;
     /* Release on success: publishes the initialised chunk. Acquire on
      * failure: we use the winner's chunk instead. */

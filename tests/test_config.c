@@ -1,0 +1,364 @@
+/* test_config.c: configuration limits, defaults, bad input, tw_strerror. */
+#include "tw_test.h"
+
+#include <limits.h>
+#include <pthread.h>
+
+static int setup(void **state)
+{
+    (void)state;
+    t_reset_cb_errors();
+    return 0;
+}
+
+static void manual_cfg(tw_config *cfg)
+{
+    tw_config_init(cfg);
+    cfg->clock = TW_CLOCK_MANUAL;
+}
+
+/* tw_create with cfg must return want; on error *out is untouched */
+static void expect_create(const tw_config *cfg, int want, const char *what)
+{
+    tw_service *sentinel = (tw_service *)(uintptr_t)0x5a5a5a5a;
+    tw_service *s = sentinel;
+    int rc = tw_create(cfg, &s);
+    if (rc != want)
+        fail_msg("%s: tw_create returned %s (%d), expected %s", what, t_code(rc), rc,
+                 t_code(want));
+    if (rc != TW_OK) {
+        if (s != sentinel)
+            fail_msg("%s: tw_create failed but wrote *out", what);
+        return;
+    }
+    assert_true(s != NULL && s != sentinel);
+    CHECK(s);
+    tw_destroy(s);
+}
+
+/* a valid boundary value: accepted, or refused only for lack of memory */
+static void expect_valid(const tw_config *cfg, const char *what)
+{
+    tw_service *s = NULL;
+    int rc = tw_create(cfg, &s);
+    if (rc != TW_OK && rc != TW_ENOMEM)
+        fail_msg("%s: valid configuration refused with %s (%d)", what, t_code(rc), rc);
+    if (rc == TW_OK) {
+        CHECK(s);
+        tw_destroy(s);
+    }
+}
+
+static void config_init_defaults(void **state)
+{
+    (void)state;
+    tw_config cfg;
+    memset(&cfg, 0xff, sizeof cfg);
+    tw_config_init(&cfg);
+    assert_true(cfg.tick_ns == 1000000);
+    assert_int_equal(cfg.wheel_slots, 256);
+    assert_int_equal(cfg.slot_capacity, 16);
+    assert_int_equal(cfg.workers, 2);
+    assert_true(cfg.max_timers == 0);
+    assert_int_equal(cfg.clock, TW_CLOCK_MONOTONIC);
+}
+
+static void create_with_defaults_and_null_cfg(void **state)
+{
+    (void)state;
+    tw_service *s = NULL;
+    ASSERT_RC(tw_create(NULL, &s), TW_OK); /* MONOTONIC, 2 workers */
+    assert_non_null(s);
+    ASSERT_RC(tw_advance(s, 1), TW_EINVAL); /* not a MANUAL service */
+    assert_true(tw_max_delay(s) >= (1ull << 40) * T_MS);
+    tw_destroy(s);
+
+    tw_config cfg;
+    manual_cfg(&cfg);
+    expect_create(&cfg, TW_OK, "manual defaults");
+}
+
+static void create_null_out_is_einval(void **state)
+{
+    (void)state;
+    tw_config cfg;
+    manual_cfg(&cfg);
+    ASSERT_RC(tw_create(&cfg, NULL), TW_EINVAL);
+    ASSERT_RC(tw_create(NULL, NULL), TW_EINVAL);
+}
+
+static void tick_bounds(void **state)
+{
+    (void)state;
+    static const uint64_t bad[] = {0, 1, 999, 1000000001ull, 2000000000ull, UINT64_MAX};
+    static const uint64_t good[] = {1000, 1001, 1000000, 7000000, 1000000000ull};
+    tw_config cfg;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        manual_cfg(&cfg);
+        cfg.tick_ns = bad[i];
+        expect_create(&cfg, TW_EINVAL, "bad tick_ns");
+    }
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        manual_cfg(&cfg);
+        cfg.tick_ns = good[i];
+        expect_create(&cfg, TW_OK, "good tick_ns");
+    }
+}
+
+static void wheel_slots_bounds(void **state)
+{
+    (void)state;
+    static const uint32_t bad[] = {0, 1, 3, 6, 100, 255, 257, 65535, 65537, 131072,
+                                   1u << 31, UINT32_MAX};
+    static const uint32_t good[] = {2, 4, 8, 256, 1024, 65536};
+    tw_config cfg;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        manual_cfg(&cfg);
+        cfg.wheel_slots = bad[i];
+        expect_create(&cfg, TW_EINVAL, "bad wheel_slots");
+    }
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        manual_cfg(&cfg);
+        cfg.wheel_slots = good[i];
+        expect_create(&cfg, TW_OK, "good wheel_slots");
+    }
+}
+
+static void slot_capacity_bounds(void **state)
+{
+    (void)state;
+    static const uint32_t bad[] = {0, (1u << 20) + 1, 1u << 21, UINT32_MAX};
+    tw_config cfg;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        manual_cfg(&cfg);
+        cfg.slot_capacity = bad[i];
+        expect_create(&cfg, TW_EINVAL, "bad slot_capacity");
+    }
+    manual_cfg(&cfg);
+    cfg.slot_capacity = 1;
+    expect_create(&cfg, TW_OK, "slot_capacity 1");
+    manual_cfg(&cfg);
+    cfg.slot_capacity = 1000; /* not a power of two: fine */
+    expect_create(&cfg, TW_OK, "slot_capacity 1000");
+    manual_cfg(&cfg);
+    cfg.wheel_slots = 2;
+    cfg.slot_capacity = 1u << 20;
+    expect_valid(&cfg, "slot_capacity 2^20");
+}
+
+static void workers_bounds(void **state)
+{
+    (void)state;
+    tw_config cfg;
+    manual_cfg(&cfg);
+    cfg.workers = 1025;
+    expect_create(&cfg, TW_EINVAL, "workers 1025");
+    manual_cfg(&cfg);
+    cfg.workers = UINT32_MAX;
+    expect_create(&cfg, TW_EINVAL, "workers UINT32_MAX");
+    manual_cfg(&cfg);
+    cfg.workers = 1024; /* MANUAL starts no thread */
+    expect_create(&cfg, TW_OK, "workers 1024");
+    manual_cfg(&cfg);
+    cfg.workers = 0;
+    expect_create(&cfg, TW_OK, "workers 0");
+}
+
+static void max_timers_bounds(void **state)
+{
+    (void)state;
+    tw_config cfg;
+    manual_cfg(&cfg);
+    cfg.max_timers = 1ull << 31;
+    expect_create(&cfg, TW_EINVAL, "max_timers 2^31");
+    manual_cfg(&cfg);
+    cfg.max_timers = UINT64_MAX;
+    expect_create(&cfg, TW_EINVAL, "max_timers UINT64_MAX");
+    manual_cfg(&cfg);
+    cfg.max_timers = (1ull << 31) - 1;
+    expect_create(&cfg, TW_OK, "max_timers 2^31-1");
+    manual_cfg(&cfg);
+    cfg.max_timers = 1;
+    expect_create(&cfg, TW_OK, "max_timers 1");
+}
+
+static void unknown_clock_is_einval(void **state)
+{
+    (void)state;
+    tw_config cfg;
+    manual_cfg(&cfg);
+    cfg.clock = (tw_clock)2;
+    expect_create(&cfg, TW_EINVAL, "clock 2");
+    manual_cfg(&cfg);
+    cfg.clock = (tw_clock)77;
+    expect_create(&cfg, TW_EINVAL, "clock 77");
+}
+
+static void null_arguments_are_einval(void **state)
+{
+    (void)state;
+    tw_service *s = t_default();
+    tw_timer h = 4242;
+    ASSERT_RC(tw_schedule(NULL, T_MS, t_noop, NULL, &h), TW_EINVAL);
+    ASSERT_RC(tw_schedule(s, T_MS, NULL, NULL, &h), TW_EINVAL);
+    ASSERT_RC(tw_schedule_every(NULL, T_MS, T_MS, t_noop, NULL, &h), TW_EINVAL);
+    ASSERT_RC(tw_schedule_every(s, T_MS, T_MS, NULL, NULL, &h), TW_EINVAL);
+    assert_true(h == 4242);
+    ASSERT_RC(tw_reschedule(NULL, 1, T_MS), TW_EINVAL);
+    ASSERT_RC(tw_cancel(NULL, 1), TW_EINVAL);
+    ASSERT_RC(tw_cancel_sync(NULL, 1), TW_EINVAL);
+    ASSERT_RC(tw_advance(NULL, 1), TW_EINVAL);
+    ASSERT_RC(tw_stop(NULL, NULL), TW_EINVAL);
+    tw_destroy(NULL);
+    CHECK(s);
+    tw_stats st;
+    t_stats(s, &st);
+    assert_int_equal(st.scheduled, 0);
+    tw_destroy(s);
+}
+
+static void advance_below_now_is_einval(void **state)
+{
+    (void)state;
+    tw_service *s = t_default();
+    ADVANCE(s, 5 * T_MS);
+    ASSERT_RC(tw_advance(s, 5 * T_MS - 1), TW_EINVAL);
+    assert_true(tw_now(s) == 5 * T_MS);
+    CHECK(s);
+    tw_destroy(s);
+}
+
+static void strerror_never_null(void **state)
+{
+    (void)state;
+    static const int known[] = {TW_OK, TW_EINVAL, TW_ENOMEM, TW_EAGAIN, TW_ERANGE,
+                                TW_ENOENT, TW_ESHUTDOWN, TW_EDEADLK};
+    enum { K = sizeof known / sizeof known[0] };
+    for (size_t i = 0; i < K; i++) {
+        const char *m = tw_strerror(known[i]);
+        assert_non_null(m);
+        assert_true(m[0] != '\0');
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(m, tw_strerror(known[j])) == 0)
+                fail_msg("tw_strerror(%d) and tw_strerror(%d) are both \"%s\"", known[i],
+                         known[j], m);
+    }
+    static const int unknown[] = {1, 2, -8, -9, -100, 12345, INT_MIN, INT_MAX};
+    for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
+        const char *m = tw_strerror(unknown[i]);
+        assert_non_null(m);
+        assert_true(m[0] != '\0');
+    }
+}
+
+static void version_matches_header(void **state)
+{
+    (void)state;
+    char want[32];
+    snprintf(want, sizeof want, "%d.%d.%d", TW_VERSION_MAJOR, TW_VERSION_MINOR,
+             TW_VERSION_PATCH);
+    assert_non_null(tw_version());
+    assert_string_equal(tw_version(), want);
+    assert_int_equal(tw_version_number(),
+                     TW_VERSION_MAJOR * 10000 + TW_VERSION_MINOR * 100 + TW_VERSION_PATCH);
+}
+
+typedef struct where {
+    pthread_t thread;
+    int runs;
+    int in_advance;
+} where;
+
+static int g_in_advance;
+
+static void note_thread(tw_timer t, void *arg)
+{
+    (void)t;
+    where *w = arg;
+    w->thread = pthread_self();
+    w->in_advance = g_in_advance;
+    w->runs++;
+}
+
+/* MANUAL runs callbacks inside tw_advance, on the calling thread, even
+ * when workers are configured */
+static void manual_clock_runs_callbacks_on_advancing_thread(void **state)
+{
+    (void)state;
+    tw_config cfg;
+    manual_cfg(&cfg);
+    cfg.workers = 4;
+    tw_service *s = t_service_cfg(&cfg);
+    where w[8];
+    memset(w, 0, sizeof w);
+    for (int i = 0; i < 8; i++)
+        ASSERT_RC(tw_schedule(s, (uint64_t)i * T_MS, note_thread, &w[i], NULL), TW_OK);
+    g_in_advance = 1;
+    ASSERT_RC(tw_advance(s, 20 * T_MS), TW_OK);
+    g_in_advance = 0;
+    CHECK(s);
+    for (int i = 0; i < 8; i++) {
+        assert_int_equal(w[i].runs, 1);
+        assert_int_equal(w[i].in_advance, 1);
+        assert_true(pthread_equal(w[i].thread, pthread_self()));
+    }
+    tw_destroy(s);
+}
+
+typedef struct reenter {
+    tw_service *s;
+    int rc_advance;
+    int rc_stop;
+    int runs;
+} reenter;
+
+static void try_reenter(tw_timer t, void *arg)
+{
+    (void)t;
+    reenter *r = arg;
+    r->runs++;
+    r->rc_advance = tw_advance(r->s, tw_now(r->s) + T_S);
+    r->rc_stop = tw_stop(r->s, NULL);
+}
+
+static void advance_from_callback_is_edeadlk(void **state)
+{
+    (void)state;
+    tw_service *s = t_default();
+    reenter r = {.s = s, .rc_advance = 99, .rc_stop = 99};
+    t_timer later;
+    ASSERT_RC(tw_schedule(s, T_MS, try_reenter, &r, NULL), TW_OK);
+    t_arm(s, &later, 500 * T_MS);
+    ADVANCE(s, 2 * T_MS);
+    assert_int_equal(r.runs, 1);
+    ASSERT_RC(r.rc_advance, TW_EDEADLK);
+    ASSERT_RC(r.rc_stop, TW_EDEADLK);
+    assert_true(tw_now(s) == 2 * T_MS); /* the clock did not move */
+    assert_int_equal(later.runs, 0);
+    /* the service still runs */
+    ADVANCE(s, 501 * T_MS);
+    assert_int_equal(later.runs, 1);
+    tw_destroy(s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup(config_init_defaults, setup),
+        cmocka_unit_test_setup(create_with_defaults_and_null_cfg, setup),
+        cmocka_unit_test_setup(create_null_out_is_einval, setup),
+        cmocka_unit_test_setup(tick_bounds, setup),
+        cmocka_unit_test_setup(wheel_slots_bounds, setup),
+        cmocka_unit_test_setup(slot_capacity_bounds, setup),
+        cmocka_unit_test_setup(workers_bounds, setup),
+        cmocka_unit_test_setup(max_timers_bounds, setup),
+        cmocka_unit_test_setup(unknown_clock_is_einval, setup),
+        cmocka_unit_test_setup(null_arguments_are_einval, setup),
+        cmocka_unit_test_setup(advance_below_now_is_einval, setup),
+        cmocka_unit_test_setup(strerror_never_null, setup),
+        cmocka_unit_test_setup(version_matches_header, setup),
+        cmocka_unit_test_setup(manual_clock_runs_callbacks_on_advancing_thread, setup),
+        cmocka_unit_test_setup(advance_from_callback_is_edeadlk, setup),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

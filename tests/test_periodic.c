@@ -1,0 +1,274 @@
+/* test_periodic.c: tw_schedule_every; fixed rate, no drift, missed runs skipped. */
+#include "tw_test.h"
+
+static int setup(void **state)
+{
+    (void)state;
+    t_reset_cb_errors();
+    t_seq = 0;
+    return 0;
+}
+
+/* A periodic timer with its own oracle: the deadline of its next run,
+ * advanced in the callback by the documented rule (the smallest
+ * deadline + k * period that is later than the clock). */
+typedef struct per {
+    tw_service *s;
+    tw_timer h;
+    uint64_t period;
+    uint64_t next;      /* expected deadline of the next run */
+    int runs;
+    int runs_this_advance;
+    uint64_t ran_at[64];
+} per;
+
+static void per_run(tw_timer t, void *arg)
+{
+    per *p = arg;
+    uint64_t now = tw_now(p->s);
+    CB_EXPECT(t == p->h, "periodic run got handle %#" PRIx64 ", armed %#" PRIx64, t, p->h);
+    CB_EXPECT(now >= p->next, "periodic run early: at %" PRIu64 ", deadline %" PRIu64,
+              now, p->next);
+    if (p->runs < 64)
+        p->ran_at[p->runs] = now;
+    p->runs++;
+    p->runs_this_advance++;
+    uint64_t d = p->next;
+    p->next = d + p->period > now ? d + p->period
+                                  : d + ((now - d) / p->period + 1) * p->period;
+}
+
+static void per_arm(tw_service *s, per *p, uint64_t first, uint64_t period)
+{
+    memset(p, 0, sizeof *p);
+    p->s = s;
+    p->period = period;
+    p->next = tw_now(s) + first;
+    ASSERT_RC(tw_schedule_every(s, first, period, per_run, p, &p->h), TW_OK);
+    assert_true(p->h != 0);
+    CHECK(s);
+}
+
+/* after an advance: nothing overdue by a tick, never two runs at once */
+static void per_expect(per *p, size_t n, uint64_t now, uint64_t tick)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (t_sat_add(p[i].next, tick) <= now)
+            fail_msg("periodic %zu (period %" PRIu64 "): run due at %" PRIu64
+                     " has not started by %" PRIu64, i, p[i].period, p[i].next, now);
+        if (p[i].runs_this_advance > 1)
+            fail_msg("periodic %zu ran %d times in one advance (missed runs must be skipped)",
+                     i, p[i].runs_this_advance);
+        p[i].runs_this_advance = 0;
+    }
+}
+
+/* 1.3 ms period on a 1 ms tick, one-tick steps for 2 s. The oracle keeps
+ * the deadlines on the grid first + k * period: a timer that re-armed from
+ * its run time instead (drift) would be a tick late within a few runs. */
+/* advance, then check the periodic timers p[0 .. n) */
+#define PADVANCE(s, p, n, now)                       \
+    do {                                             \
+        ADVANCE(s, now);                             \
+        per_expect(p, n, now, (s)->cfg.tick_ns);     \
+    } while (0)
+
+static void fixed_rate_no_drift_period_not_multiple_of_tick(void **state)
+{
+    (void)state;
+    const uint64_t tick = T_MS, period = 1300 * T_US, first = 500 * T_US;
+    tw_service *s = t_default();
+    per p;
+    per_arm(s, &p, first, period);
+    for (uint64_t i = 1; i <= 2000; i++) {
+        ADVANCE(s, i * tick);
+        per_expect(&p, 1, i * tick, tick);
+    }
+    /* runs are at most two ticks apart from their grid point, so at most
+     * one in two grid points is skipped */
+    assert_true(p.runs >= 1539 / 2);
+    tw_stats st;
+    t_stats(s, &st);
+    assert_int_equal(st.fired, (uint64_t)p.runs);
+    assert_int_equal(st.scheduled, 1);
+    assert_int_equal(st.pending, 1);
+    tw_destroy(s);
+}
+
+/* odd steps, some spanning several periods: the phase is kept */
+static void periodic_with_random_steps_follows_skip_rule(void **state)
+{
+    (void)state;
+    static const uint64_t periods[] = {1, 999, 100 * T_US, T_MS - 1, T_MS, T_MS + 1,
+                                       1300 * T_US, 7 * T_MS, 64 * T_MS, 1000 * T_MS + 3};
+    enum { N = sizeof periods / sizeof periods[0] };
+    static const uint64_t ticks[] = {T_MS, 1000, 7 * T_MS};
+    for (size_t ti = 0; ti < sizeof ticks / sizeof ticks[0]; ti++) {
+        uint64_t tick = ticks[ti];
+        tw_service *s = t_service(tick, 4, 1);
+        per p[N];
+        for (size_t i = 0; i < N; i++)
+            per_arm(s, &p[i], (uint64_t)i * 333 * T_US, periods[i]);
+        uint64_t now = 0, rnd = 12345 + ti;
+        for (int step = 0; step < 3000; step++) {
+            rnd = rnd * 6364136223846793005ull + 1442695040888963407ull;
+            uint64_t r = rnd >> 33;
+            now += (step % 100 == 99) ? r % (5 * T_S) : r % (3 * tick + 1);
+            ADVANCE(s, now);
+            per_expect(p, N, now, tick);
+        }
+        tw_stats st;
+        t_stats(s, &st);
+        uint64_t runs = 0;
+        for (size_t i = 0; i < N; i++)
+            runs += (uint64_t)p[i].runs;
+        assert_int_equal(st.fired, runs);
+        assert_int_equal(st.pending, N);
+        tw_destroy(s);
+    }
+}
+
+static void missed_periods_skipped(void **state)
+{
+    (void)state;
+    tw_service *s = t_default();
+    per p;
+    per_arm(s, &p, T_MS, T_MS); /* 1, 2, 3, ... ms */
+    PADVANCE(s, &p, 1, 10 * T_MS + 500 * T_US);
+    assert_int_equal(p.runs, 1); /* once, not ten times */
+    assert_true(p.next == 11 * T_MS);
+    PADVANCE(s, &p, 1, 11 * T_MS - 1);
+    assert_int_equal(p.runs, 1);
+    PADVANCE(s, &p, 1, 12 * T_MS);
+    assert_int_equal(p.runs, 2);
+    PADVANCE(s, &p, 1, 1000 * T_MS + 300 * T_US);
+    assert_int_equal(p.runs, 3);
+    PADVANCE(s, &p, 1, 1001 * T_MS - 1);
+    assert_int_equal(p.runs, 3); /* the next is 1001 ms, not 1000.3 + 1 */
+    PADVANCE(s, &p, 1, 1002 * T_MS);
+    assert_int_equal(p.runs, 4);
+    tw_destroy(s);
+}
+
+static void period_zero_einval(void **state)
+{
+    (void)state;
+    tw_service *s = t_default();
+    tw_timer h = 12345;
+    ASSERT_RC(tw_schedule_every(s, 0, 0, t_noop, NULL, &h), TW_EINVAL);
+    ASSERT_RC(tw_schedule_every(s, T_MS, 0, t_noop, NULL, &h), TW_EINVAL);
+    ASSERT_RC(tw_schedule_every(s, T_MS, T_MS, NULL, NULL, &h), TW_EINVAL);
+    ASSERT_RC(tw_schedule_every(NULL, T_MS, T_MS, t_noop, NULL, &h), TW_EINVAL);
+    assert_true(h == 12345);
+    CHECK(s);
+    tw_stats st;
+    t_stats(s, &st);
+    assert_int_equal(st.scheduled, 0);
+    assert_int_equal(st.pending, 0);
+    ADVANCE(s, 10 * T_MS);
+    t_stats(s, &st);
+    assert_int_equal(st.fired, 0);
+    tw_destroy(s);
+}
+
+static void periodic_first_delay_zero_fires_next_tick(void **state)
+{
+    (void)state;
+    tw_service *s = t_default();
+    ADVANCE(s, 3 * T_MS + 200 * T_US);
+    per p;
+    per_arm(s, &p, 0, 5 * T_MS);
+    assert_int_equal(p.runs, 0); /* never inside the call */
+    PADVANCE(s, &p, 1, 4 * T_MS + 200 * T_US);
+    assert_int_equal(p.runs, 1);
+    PADVANCE(s, &p, 1, 8 * T_MS + 200 * T_US - 1);
+    assert_int_equal(p.runs, 1);
+    PADVANCE(s, &p, 1, 9 * T_MS + 200 * T_US);
+    assert_int_equal(p.runs, 2);
+    tw_destroy(s);
+}
+
+static void period_smaller_than_tick_runs_once_per_advance(void **state)
+{
+    (void)state;
+    tw_service *s = t_default();
+    per p;
+    per_arm(s, &p, 50 * T_US, 100 * T_US);
+    for (uint64_t i = 1; i <= 50; i++) {
+        ADVANCE(s, i * T_MS);
+        per_expect(&p, 1, i * T_MS, T_MS);
+        assert_true((uint64_t)p.runs + 1 >= i);
+    }
+    assert_true(p.runs >= 49 && p.runs <= 50);
+    tw_destroy(s);
+}
+
+static void huge_period(void **state)
+{
+    (void)state;
+    tw_service *s = t_service(T_MS, 2, 1);
+    const uint64_t period = (1ull << 39) * T_MS + 7;
+    per p;
+    per_arm(s, &p, T_MS, period);
+    PADVANCE(s, &p, 1, 2 * T_MS);
+    assert_int_equal(p.runs, 1);
+    PADVANCE(s, &p, 1, T_MS + period - 1);
+    assert_int_equal(p.runs, 1);
+    PADVANCE(s, &p, 1, T_MS + period + T_MS);
+    assert_int_equal(p.runs, 2);
+    PADVANCE(s, &p, 1, T_MS + 2 * period - 1);
+    assert_int_equal(p.runs, 2);
+    PADVANCE(s, &p, 1, T_MS + 2 * period + T_MS);
+    assert_int_equal(p.runs, 3);
+    tw_destroy(s);
+}
+
+/* many periodic timers on a tiny wheel with tiny slots, one-tick steps */
+static void many_periodic_timers_keep_their_phase(void **state)
+{
+    (void)state;
+    enum { N = 200 };
+    tw_service *s = t_service(T_MS, 4, 1);
+    per *p = calloc(N, sizeof *p);
+    assert_non_null(p);
+    for (int i = 0; i < N; i++)
+        per_arm(s, &p[i], (uint64_t)(i % 13) * T_MS + (uint64_t)i,
+                (uint64_t)(i % 37 + 1) * 700 * T_US + (uint64_t)i);
+    for (uint64_t now = T_MS; now <= 3 * T_S; now += T_MS) {
+        ADVANCE(s, now);
+        per_expect(p, N, now, T_MS);
+    }
+    tw_stats st;
+    t_stats(s, &st);
+    uint64_t runs = 0;
+    for (int i = 0; i < N; i++) {
+        /* one-tick steps: every period has run */
+        uint64_t first = (uint64_t)(i % 13) * T_MS + (uint64_t)i;
+        uint64_t per_ns = (uint64_t)(i % 37 + 1) * 700 * T_US + (uint64_t)i;
+        uint64_t want_min = (3 * T_S - T_MS - first) / per_ns + 1;
+        /* a run starts less than two ticks after its deadline, so with a
+         * period of two ticks or more nothing is skipped */
+        if (per_ns >= 2 * T_MS && (uint64_t)p[i].runs < want_min)
+            fail_msg("periodic %d: %d runs, expected at least %" PRIu64, i, p[i].runs,
+                     want_min);
+        runs += (uint64_t)p[i].runs;
+    }
+    assert_int_equal(st.fired, runs);
+    free(p);
+    tw_destroy(s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup(fixed_rate_no_drift_period_not_multiple_of_tick, setup),
+        cmocka_unit_test_setup(periodic_with_random_steps_follows_skip_rule, setup),
+        cmocka_unit_test_setup(missed_periods_skipped, setup),
+        cmocka_unit_test_setup(period_zero_einval, setup),
+        cmocka_unit_test_setup(periodic_first_delay_zero_fires_next_tick, setup),
+        cmocka_unit_test_setup(period_smaller_than_tick_runs_once_per_advance, setup),
+        cmocka_unit_test_setup(huge_period, setup),
+        cmocka_unit_test_setup(many_periodic_timers_keep_their_phase, setup),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,164 @@
+/* test_stats.c: counters, lateness, histogram, quantile. */
+#include "tw_test.h"
+
+static int setup(void **state)
+{
+    (void)state;
+    t_reset_cb_errors();
+    t_seq = 0;
+    return 0;
+}
+
+static void fresh_service_counts_nothing(void **state)
+{
+    (void)state;
+    tw_service *s = t_default();
+    tw_stats st;
+    t_stats(s, &st);
+    assert_int_equal(st.pending, 0);
+    assert_int_equal(st.scheduled, 0);
+    assert_int_equal(st.fired, 0);
+    assert_int_equal(st.cancelled, 0);
+    assert_int_equal(st.rescheduled, 0);
+    assert_int_equal(st.dropped, 0);
+    assert_int_equal(st.ticks, 0);
+    assert_int_equal(st.overflowed, 0);
+    assert_int_equal(st.max_lateness_ns, 0);
+    uint64_t h[TW_LATENESS_BUCKETS];
+    memset(h, 0xa5, sizeof h);
+    tw_lateness_histogram(s, h);
+    for (int i = 0; i < TW_LATENESS_BUCKETS; i++)
+        assert_int_equal(h[i], 0);
+    assert_int_equal(tw_lateness_quantile(s, 0.99), 0);
+    assert_int_equal(tw_lateness_quantile(s, 1.0), 0);
+    tw_destroy(s);
+}
+
+static void ticks_count_processed_ticks(void **state)
+{
+    (void)state;
+    static const uint64_t ticks[] = {1000, T_MS, 7 * T_MS};
+    for (size_t i = 0; i < sizeof ticks / sizeof ticks[0]; i++) {
+        tw_service *s = t_service(ticks[i], 16, 4);
+        static const uint64_t at[] = {0, 1, 999, 1000, 5 * T_MS + 3, 123 * T_MS, 9 * T_S};
+        for (size_t k = 0; k < sizeof at / sizeof at[0]; k++) {
+            ADVANCE(s, at[k]);
+            tw_stats st;
+            t_stats(s, &st);
+            if (st.ticks != at[k] / ticks[i])
+                fail_msg("tick %" PRIu64 ", now %" PRIu64 ": stats.ticks %" PRIu64
+                         ", expected %" PRIu64, ticks[i], at[k], st.ticks,
+                         at[k] / ticks[i]);
+        }
+        tw_destroy(s);
+    }
+}
+
+static unsigned bucket_of(uint64_t late)
+{
+    if (late < 1024)
+        return 0;
+    unsigned b = 0;
+    while (b + 1 < TW_LATENESS_BUCKETS && (late >> (b + 11)) != 0)
+        b++;
+    return b + 1 > TW_LATENESS_BUCKETS - 1 ? TW_LATENESS_BUCKETS - 1 : b + 1;
+}
+
+/* lateness = the clock at the callback's start - the deadline */
+static void lateness_max_and_histogram(void **state)
+{
+    (void)state;
+    tw_service *s = t_default();
+    enum { N = 40 };
+    t_timer v[N];
+    for (int i = 0; i < N; i++)
+        t_arm(s, &v[i], (uint64_t)i * 997 * T_US + (uint64_t)i * 13);
+    uint64_t now = 0;
+    for (int k = 0; k < 8; k++) {
+        now += (uint64_t)(k + 1) * 1700 * T_US;
+        ADVANCE(s, now);
+    }
+    ADVANCE(s, 60 * T_S);
+    uint64_t want[TW_LATENESS_BUCKETS] = {0}, max = 0;
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(v[i].runs, 1);
+        uint64_t late = v[i].ran_at - v[i].deadline;
+        want[bucket_of(late)]++;
+        if (late > max)
+            max = late;
+    }
+    tw_stats st;
+    t_stats(s, &st);
+    assert_true(st.max_lateness_ns == max);
+    uint64_t h[TW_LATENESS_BUCKETS];
+    tw_lateness_histogram(s, h);
+    for (int i = 0; i < TW_LATENESS_BUCKETS; i++)
+        if (h[i] != want[i])
+            fail_msg("lateness bucket %d: %" PRIu64 ", expected %" PRIu64, i, h[i], want[i]);
+    uint64_t q = tw_lateness_quantile(s, 1.0);
+    assert_true(q >= max);
+    assert_true(q <= (max < 1024 ? 1024 : 2 * max));
+    /* the median is within a factor of two above the true median */
+    uint64_t lat[N];
+    for (int i = 0; i < N; i++)
+        lat[i] = v[i].ran_at - v[i].deadline;
+    for (int i = 1; i < N; i++)
+        for (int j = i; j > 0 && lat[j - 1] > lat[j]; j--) {
+            uint64_t t = lat[j];
+            lat[j] = lat[j - 1];
+            lat[j - 1] = t;
+        }
+    uint64_t med = lat[N / 2 - 1];
+    uint64_t qm = tw_lateness_quantile(s, 0.5);
+    assert_true(qm >= med);
+    assert_true(qm <= (med < 1024 ? 1024 : 2 * med));
+    tw_destroy(s);
+}
+
+static void counters_match_operations(void **state)
+{
+    (void)state;
+    tw_service *s = t_service(T_MS, 4, 1);
+    t_timer v[20];
+    for (int i = 0; i < 20; i++)
+        t_arm(s, &v[i], (uint64_t)(i + 1) * T_MS);
+    tw_timer p;
+    ASSERT_RC(tw_schedule_every(s, T_MS, 2 * T_MS, t_noop, NULL, &p), TW_OK);
+    for (int i = 0; i < 5; i++) {
+        ASSERT_RC(tw_cancel(s, v[i].h), TW_OK);
+        v[i].cancelled = 1;
+    }
+    for (int i = 5; i < 12; i++) {
+        ASSERT_RC(tw_reschedule(s, v[i].h, 100 * T_MS), TW_OK);
+        v[i].deadline = 100 * T_MS;
+    }
+    ASSERT_RC(tw_reschedule(s, v[0].h, T_MS), TW_ENOENT); /* not counted */
+    ASSERT_RC(tw_cancel(s, v[0].h), TW_ENOENT);
+    for (uint64_t now = T_MS; now <= 50 * T_MS; now += T_MS)
+        ADVANCE(s, now);
+    t_expect_due(v, 20, 50 * T_MS, T_MS);
+    tw_stats st;
+    t_stats(s, &st);
+    assert_int_equal(st.scheduled, 21);
+    assert_int_equal(st.cancelled, 5);
+    assert_int_equal(st.rescheduled, 7);
+    /* one-shots 12..19 fired, the periodic ran at 1, 3, ..., 49 ms */
+    assert_int_equal(st.fired, 8 + 25);
+    assert_int_equal(st.pending, 7 + 1);
+    ASSERT_RC(tw_cancel(s, p), TW_OK);
+    t_stats(s, &st);
+    assert_int_equal(st.pending, 7);
+    assert_int_equal(st.cancelled, 6);
+    tw_destroy(s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup(fresh_service_counts_nothing, setup),
+        cmocka_unit_test_setup(ticks_count_processed_ticks, setup),
+        cmocka_unit_test_setup(lateness_max_and_histogram, setup),
+        cmocka_unit_test_setup(counters_match_operations, setup),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,238 @@
+/*
+ * tw_test.h: what the unit tests share.
+ *
+ * Every test runs a MANUAL-clock service on the test's own thread, so time
+ * is an input and nothing sleeps. After every step a test calls CHECK(s)
+ * (the internal invariant checker tw__check, on a quiescent service).
+ *
+ * Callbacks run inside tw_advance: a cmocka assertion there would longjmp
+ * out of the library with its locks held, so callbacks record their first
+ * failure with CB_EXPECT and the test asserts it after the advance
+ * (ADVANCE does so).
+ */
+#ifndef TW_TEST_H
+#define TW_TEST_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "timerwheel.h"
+#include "internal.h"
+
+#define T_US 1000ull
+#define T_MS 1000000ull
+#define T_S  1000000000ull
+
+/* ---- failures found inside callbacks --------------------------------- */
+
+static char t_cb_error[512];
+static int t_cb_errors;
+
+#define CB_EXPECT(cond, ...)                                                  \
+    do {                                                                      \
+        if (!(cond)) {                                                        \
+            if (t_cb_errors++ == 0) {                                         \
+                int n_ = snprintf(t_cb_error, sizeof t_cb_error, "%s:%d: ",   \
+                                  __FILE__, __LINE__);                        \
+                if (n_ > 0 && (size_t)n_ < sizeof t_cb_error)                 \
+                    snprintf(t_cb_error + n_, sizeof t_cb_error - (size_t)n_, \
+                             __VA_ARGS__);                                    \
+            }                                                                 \
+        }                                                                     \
+    } while (0)
+
+#define CB_ASSERT_CLEAN()                                                     \
+    do {                                                                      \
+        if (t_cb_errors != 0)                                                 \
+            fail_msg("%d failure(s) inside callbacks; first: %s",            \
+                     t_cb_errors, t_cb_error);                                \
+    } while (0)
+
+static inline void t_reset_cb_errors(void)
+{
+    t_cb_errors = 0;
+    t_cb_error[0] = '\0';
+}
+
+/* ---- return codes ----------------------------------------------------- */
+
+static inline const char *t_code(int rc)
+{
+    switch (rc) {
+    case TW_OK: return "TW_OK";
+    case TW_EINVAL: return "TW_EINVAL";
+    case TW_ENOMEM: return "TW_ENOMEM";
+    case TW_EAGAIN: return "TW_EAGAIN";
+    case TW_ERANGE: return "TW_ERANGE";
+    case TW_ENOENT: return "TW_ENOENT";
+    case TW_ESHUTDOWN: return "TW_ESHUTDOWN";
+    case TW_EDEADLK: return "TW_EDEADLK";
+    default: return "(unknown code)";
+    }
+}
+
+/* assert that `expr` returns the code `want`, naming both on failure */
+#define ASSERT_RC(expr, want)                                                 \
+    do {                                                                      \
+        int got_ = (expr);                                                    \
+        int want_ = (want);                                                   \
+        if (got_ != want_)                                                    \
+            fail_msg("%s returned %s (%d), expected %s (%d)", #expr,          \
+                     t_code(got_), got_, t_code(want_), want_);               \
+    } while (0)
+
+/* ---- the invariant checker -------------------------------------------- */
+
+#define CHECK(s)                                                              \
+    do {                                                                      \
+        char chk_[1024];                                                      \
+        chk_[0] = '\0';                                                       \
+        if (tw__check((s), chk_, sizeof chk_) != 0)                           \
+            fail_msg("tw__check failed: %s", chk_);                           \
+    } while (0)
+
+/* advance, then: OK, invariants hold, no callback failed */
+#define ADVANCE(s, now)                                                       \
+    do {                                                                      \
+        ASSERT_RC(tw_advance((s), (now)), TW_OK);                             \
+        assert_true(tw_now(s) == (uint64_t)(now));                            \
+        CHECK(s);                                                             \
+        CB_ASSERT_CLEAN();                                                    \
+    } while (0)
+
+/* ---- services ------------------------------------------------------------ */
+
+static inline tw_service *t_service_cfg(tw_config *cfg)
+{
+    tw_service *s = NULL;
+    int rc = tw_create(cfg, &s);
+    if (rc != TW_OK)
+        fail_msg("tw_create returned %s (%d)", t_code(rc), rc);
+    assert_non_null(s);
+    CHECK(s);
+    return s;
+}
+
+static inline tw_service *t_service(uint64_t tick_ns, uint32_t slots, uint32_t cap)
+{
+    tw_config cfg;
+    tw_config_init(&cfg);
+    cfg.clock = TW_CLOCK_MANUAL;
+    cfg.workers = 0;
+    cfg.tick_ns = tick_ns;
+    cfg.wheel_slots = slots;
+    cfg.slot_capacity = cap;
+    return t_service_cfg(&cfg);
+}
+
+/* 1 ms tick, default wheel */
+static inline tw_service *t_default(void)
+{
+    return t_service(T_MS, 256, 16);
+}
+
+static inline uint64_t t_sat_add(uint64_t a, uint64_t b)
+{
+    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+/* ---- a timer that records its runs ------------------------------------- */
+
+typedef struct t_timer {
+    tw_service *s;
+    tw_timer h;          /* as returned by tw_schedule */
+    uint64_t deadline;   /* expected (next) deadline */
+    int runs;
+    uint64_t ran_at;     /* tw_now at the last run */
+    uint64_t seq;        /* global order of the last run */
+    int cancelled;       /* the test cancelled it (must not run afterwards) */
+} t_timer;
+
+static uint64_t t_seq;
+
+/* one-shot recorder: never early, the handle it was given */
+static inline void t_on_fire(tw_timer t, void *arg)
+{
+    t_timer *x = arg;
+    uint64_t now = tw_now(x->s);
+    CB_EXPECT(t == x->h, "callback got handle %#" PRIx64 ", scheduled %#" PRIx64,
+              t, x->h);
+    CB_EXPECT(now >= x->deadline, "early: ran at %" PRIu64 " < deadline %" PRIu64,
+              now, x->deadline);
+    CB_EXPECT(!x->cancelled, "a cancelled timer (deadline %" PRIu64 ") ran",
+              x->deadline);
+    x->runs++;
+    x->ran_at = now;
+    x->seq = ++t_seq;
+}
+
+/* schedule x to fire delay after now; records the deadline */
+static inline void t_arm_nocheck(tw_service *s, t_timer *x, uint64_t delay)
+{
+    memset(x, 0, sizeof *x);
+    x->s = s;
+    x->deadline = tw_now(s) + delay;
+    ASSERT_RC(tw_schedule(s, delay, t_on_fire, x, &x->h), TW_OK);
+    assert_true(x->h != 0);
+}
+
+static inline void t_arm(tw_service *s, t_timer *x, uint64_t delay)
+{
+    t_arm_nocheck(s, x, delay);
+    CHECK(s);
+}
+
+/* after an advance to now: every timer ran at most once, never early, and
+ * every timer due at least one tick ago has run */
+static inline void t_expect_due(const t_timer *v, size_t n, uint64_t now, uint64_t tick)
+{
+    for (size_t i = 0; i < n; i++) {
+        const t_timer *x = &v[i];
+        if (x->cancelled) {
+            if (x->runs != 0)
+                fail_msg("timer %zu ran after a successful cancel", i);
+            continue;
+        }
+        if (x->runs > 1)
+            fail_msg("timer %zu ran %d times", i, x->runs);
+        if (x->runs == 1 && x->ran_at < x->deadline)
+            fail_msg("timer %zu ran early: at %" PRIu64 ", deadline %" PRIu64, i,
+                     x->ran_at, x->deadline);
+        if (x->runs == 0 && t_sat_add(x->deadline, tick) <= now)
+            fail_msg("timer %zu (deadline %" PRIu64 ") has not run by %" PRIu64
+                     " (tick %" PRIu64 ")", i, x->deadline, now, tick);
+    }
+}
+
+static inline void t_stats(tw_service *s, tw_stats *st)
+{
+    memset(st, 0xa5, sizeof *st);
+    tw_stats_get(s, st);
+}
+
+/* the quiescent one-shot identity */
+#define ASSERT_STATS_IDENTITY(st)                                             \
+    do {                                                                      \
+        if ((st).scheduled != (st).fired + (st).cancelled + (st).dropped +    \
+                                  (st).pending)                               \
+            fail_msg("stats: scheduled %" PRIu64 " != fired %" PRIu64         \
+                     " + cancelled %" PRIu64 " + dropped %" PRIu64            \
+                     " + pending %" PRIu64, (st).scheduled, (st).fired,       \
+                     (st).cancelled, (st).dropped, (st).pending);             \
+    } while (0)
+
+static inline void t_noop(tw_timer t, void *arg)
+{
+    (void)t;
+    (void)arg;
+}
+
+#endif /* TW_TEST_H */
