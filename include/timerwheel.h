@@ -223,7 +223,9 @@ TW_API void tw_stats_get(tw_service *s, tw_stats *out);
  * when it returns, the cursor and workers have stopped, callbacks that were
  * running have returned, no callback will start, and every timer that never
  * started was handed to on_pending(timer, arg) exactly once, on the calling
- * thread (NULL on_pending: discarded). Idempotent: a second call waits for
+ * thread (NULL on_pending: discarded). A periodic timer whose run is in
+ * progress is waited for and then handed to on_pending once (it has no
+ * further run); a cancelled one is not. Idempotent: a second call waits for
  * the first to finish and returns TW_OK. Returns TW_OK; TW_EINVAL (s NULL);
  * TW_EDEADLK (called from a callback of this service). */
 TW_API int tw_stop(tw_service *s, tw_callback on_pending);

@@ -11,6 +11,10 @@
  * holds handles, not record pointers: a timer cancelled while queued fails
  * the FIRING -> RUNNING CAS and is skipped, whatever became of its record.
  *
+ * A worker about to run a callback first hands the rest of its batch back to
+ * the queue when another worker is asleep, so one slow callback never holds
+ * up the timers batched with it.
+ *
  * Sleeping: workers and cancel_sync waiters sleep on futex words
  * (urcu/futex.h). Each wait follows the same pattern: read the word's
  * sequence number, check for work, announce yourself as a sleeper
@@ -28,6 +32,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <urcu/futex.h>
 
@@ -242,6 +247,33 @@ static tw_batch *pool_take(tw_pool *p)
     return node ? caa_container_of(node, tw_batch, node) : NULL;
 }
 
+/* Before a callback that might be slow, hand the rest of the batch back to
+ * the queue if another worker is asleep, so one slow callback delays only
+ * its own worker, never the timers that happen to share its batch. */
+static void share_rest(tw_service *s, tw_batch *b, uint32_t next)
+{
+    tw_pool *p = &s->pool;
+    /* Relaxed: a hint; the enqueue's own wake-up protocol is exact. */
+    if (next >= b->n || atomic_load_explicit(&p->sleepers, memory_order_relaxed) == 0)
+        return;
+    tw_batch *rest = malloc(sizeof *rest);
+    if (!rest)
+        return;
+    rest->n = b->n - next;
+    memcpy(rest->h, b->h + next, rest->n * sizeof *rest->h);
+    b->n = next;
+    pool_enqueue(s, rest);
+}
+
+static void run_batch(tw_service *s, tw_batch *b)
+{
+    for (uint32_t i = 0; i < b->n; i++) {
+        share_rest(s, b, i + 1);
+        tw__run_timer(s, b->h[i]);
+    }
+    free(b);
+}
+
 static void *worker_main(void *arg)
 {
     tw_service *s = arg;
@@ -251,9 +283,7 @@ static void *worker_main(void *arg)
         int32_t seq = atomic_load_explicit(&p->work_seq, memory_order_seq_cst);
         tw_batch *b = pool_take(p);
         if (b) {
-            for (uint32_t i = 0; i < b->n; i++)
-                tw__run_timer(s, b->h[i]);
-            free(b);
+            run_batch(s, b);
             continue;
         }
         /* Acquire: pairs with tw__pool_quit's release store. */

@@ -1,0 +1,223 @@
+#!/usr/bin/env bash
+# bench/run.sh: the workloads of shared/bench/WORKLOADS.md side by side.
+#
+#   bench/run.sh [--quick] [--no-install]
+#
+# Installs what is missing (Debian packages: the library's build
+# dependencies via scripts/deps.sh when present, libevent-dev,
+# default-jdk-headless, libnetty-java), builds twbench (cmake Release,
+# -DTW_BUILD_BENCH=ON, into build/bench) and the Netty peer (javac against
+# the packaged netty-common.jar), runs every workload against timerwheel,
+# heap, libevent and netty (WL1 and WL3 three times each: min/median/max),
+# and prints one table: a row per figure, a column per implementation, and
+# timerwheel's ratio to the best other column.
+#
+#   --quick       scaled-down sizes and durations (a smoke run, ~2 minutes)
+#   --no-install  do not touch packages
+#
+# Environment: BUILD_DIR (default build/bench), IMPLS (default
+# "timerwheel heap libevent netty"), WLS (default "1 2 3 4 5 6").
+# Raw lines go to $BUILD_DIR/results.txt, each program's stderr to
+# $BUILD_DIR/logs/. Exits 1 if any workload failed its correctness check.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+BUILD_DIR=${BUILD_DIR:-build/bench}
+IMPLS=${IMPLS:-"timerwheel heap libevent netty"}
+WLS=${WLS:-"1 2 3 4 5 6"}
+QUICK=
+INSTALL=1
+for a in "$@"; do
+  case $a in
+    --quick) QUICK=--quick ;;
+    --no-install) INSTALL= ;;
+    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    *) echo "run.sh: unknown option $a" >&2; exit 2 ;;
+  esac
+done
+
+echo "# timerwheel benchmarks${QUICK:+ (--quick: scaled-down sizes)}"
+echo "# date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
+echo "# nproc: $(nproc)"
+echo "# cpu: $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')"
+echo "# commit: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$ROOT" diff --quiet HEAD 2>/dev/null || echo ' (dirty)')"
+
+# ---- packages ------------------------------------------------------------------
+
+as_root() {
+  if [ "$(id -u)" = 0 ]; then "$@"
+  elif command -v sudo >/dev/null; then sudo "$@"
+  else echo "run.sh: need root to run: $*" >&2; exit 1
+  fi
+}
+
+installed() {
+  dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'
+}
+
+if [ -n "$INSTALL" ]; then
+  if [ -f scripts/deps.sh ]; then
+    bash scripts/deps.sh
+    need=()
+  else
+    need=(cmake make gcc pkg-config liburcu-dev libck-dev)
+  fi
+  need+=(libevent-dev default-jdk-headless libnetty-java)
+  missing=()
+  for p in "${need[@]}"; do installed "$p" || missing+=("$p"); done
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "# installing: ${missing[*]}"
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+      "${missing[@]}" >/dev/null
+  fi
+fi
+
+# ---- build -------------------------------------------------------------------------
+
+mkdir -p "$BUILD_DIR/logs"
+cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DTW_BUILD_BENCH=ON \
+  -DTW_BUILD_TESTS=OFF -DTW_BUILD_STRESS=OFF -DTW_BUILD_EXAMPLES=OFF \
+  >"$BUILD_DIR/logs/cmake.log" 2>&1 || { cat "$BUILD_DIR/logs/cmake.log" >&2; exit 1; }
+cmake --build "$BUILD_DIR" --target twbench -j "$(nproc)" \
+  >"$BUILD_DIR/logs/build.log" 2>&1 || { cat "$BUILD_DIR/logs/build.log" >&2; exit 1; }
+TWBENCH=$BUILD_DIR/bench/twbench
+
+NETTY_JAR=
+for j in /usr/share/java/netty-common.jar /usr/share/java/netty-common-*.jar /usr/share/java/netty-all.jar; do
+  if [ -f "$j" ]; then NETTY_JAR=$j; break; fi
+done
+if [[ " $IMPLS " == *" netty "* ]]; then
+  if [ -z "$NETTY_JAR" ] || ! command -v javac >/dev/null; then
+    echo "run.sh: netty-common.jar or javac not found (libnetty-java, default-jdk-headless)" >&2
+    exit 1
+  fi
+  mkdir -p "$BUILD_DIR/netty"
+  javac -Xlint:all -Werror -d "$BUILD_DIR/netty" -cp "$NETTY_JAR" bench/peers/netty/NettyBench.java
+fi
+
+# ---- run ------------------------------------------------------------------------------
+
+RESULTS=$BUILD_DIR/results.txt
+: >"$RESULTS"
+FAILED=()
+if [ -n "$QUICK" ]; then WL2_NS="100000 1000000"; else WL2_NS="1000000 10000000"; fi
+
+# run IMPL WL [args...]: one fresh process per implementation and workload, so
+# that a failure loses one cell and one run's memory never shows in another's.
+run() {
+  local impl=$1 wl=$2 tag
+  shift 2
+  tag="$impl-wl$wl${*:+-$(echo "$*" | tr -c 'a-zA-Z0-9' '_')}"
+  local cmd
+  if [ "$impl" = netty ]; then
+    cmd=(java -Dclk.tck="$(getconf CLK_TCK)" -cp "$BUILD_DIR/netty:$NETTY_JAR" NettyBench)
+  else
+    cmd=("$TWBENCH" --impl "$impl")
+  fi
+  echo "# running WL$wl impl=$impl $*" >&2
+  if "${cmd[@]}" --wl "$wl" $QUICK "$@" >>"$RESULTS" 2>"$BUILD_DIR/logs/$tag.log"; then
+    grep -h 'stalled\|delay was\|retrying' "$BUILD_DIR/logs/$tag.log" >&2 || true
+  else
+    FAILED+=("WL$wl impl=$impl $*")
+    echo "FAILED WL$wl $impl" >>"$RESULTS"
+    sed 's/^/#   /' "$BUILD_DIR/logs/$tag.log" >&2
+  fi
+}
+
+for wl in $WLS; do
+  for impl in $IMPLS; do
+    case $wl in
+      1|3) run "$impl" "$wl" --repeat 3 ;;
+      2) for n in $WL2_NS; do run "$impl" 2 --n "$n"; done ;;
+      *) run "$impl" "$wl" ;;
+    esac
+  done
+done
+
+# ---- table ------------------------------------------------------------------------------
+
+echo
+echo "# WL1/WL3: median (min-max) of 3 runs. Ratio: timerwheel / best other column"
+echo "# ('better' means timerwheel wins: higher for /s rates, lower for ms, bytes, CPU and switches)."
+echo "# heap and timerwheel run callbacks on 2 workers; libevent on its loop thread; netty on its wheel thread."
+echo "# WL6: timerwheel, heap, libevent reschedule; netty cancels + schedules under a per-session lock."
+echo
+awk -v impls="$IMPLS" '
+function fmt(v, unit) {
+  if (unit ~ /\/s$/ && unit != "s/s" && unit != "switches/s") {
+    if (v >= 1e6) return sprintf("%.2fM", v / 1e6)
+    if (v >= 1e3) return sprintf("%.1fk", v / 1e3)
+    return sprintf("%.0f", v)
+  }
+  if (unit == "s/s") return sprintf("%.5f", v)
+  if (unit == "ms") return sprintf("%.3f", v)
+  return sprintf("%.1f", v)
+}
+function higher_better(unit) { return unit ~ /\/s$/ && unit != "s/s" && unit != "switches/s" }
+function median(key, impl,    n, i, j, a, t) {
+  n = cnt[key, impl]
+  for (i = 1; i <= n; i++) a[i] = val[key, impl, i]
+  for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
+  lo[key, impl] = a[1]; hi[key, impl] = a[n]
+  return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+}
+$1 == "FAILED" { failed[$2, $3] = 1; next }
+$1 ~ /^WL[0-9]$/ {
+  impl = ""; key = $1 " " $2
+  for (i = 3; i < NF; i++) {
+    if ($i ~ /^impl=/) { impl = substr($i, 6); continue }
+    if (i == NF - 1) { split($i, kv, "="); fig = kv[1]; v = kv[2] + 0; continue }
+    key = key " " $i
+  }
+  key = key " " fig " [" $NF "]"
+  if (!(key in seen)) { seen[key] = 1; order[++nrows] = key; unit[key] = $NF; wl[key] = $1 }
+  cnt[key, impl]++; val[key, impl, cnt[key, impl]] = v
+}
+END {
+  ni = split(impls, im, " ")
+  w0 = length("figure")
+  for (r = 1; r <= nrows; r++) if (length(order[r]) > w0) w0 = length(order[r])
+  for (r = 1; r <= nrows; r++) {
+    k = order[r]
+    for (c = 1; c <= ni; c++) {
+      if (cnt[k, im[c]] == 0) { cell[r, c] = failed[wl[k], im[c]] ? "FAIL" : "-"; continue }
+      m = median(k, im[c]); med[r, c] = m; have[r, c] = 1
+      cell[r, c] = fmt(m, unit[k])
+      if (cnt[k, im[c]] > 1) cell[r, c] = cell[r, c] " (" fmt(lo[k, im[c]], unit[k]) "-" fmt(hi[k, im[c]], unit[k]) ")"
+    }
+    tw = 0; for (c = 1; c <= ni; c++) if (im[c] == "timerwheel") tw = c
+    best = 0
+    for (c = 1; c <= ni; c++) {
+      if (c == tw || !have[r, c]) continue
+      if (!best || (higher_better(unit[k]) ? med[r, c] > med[r, best] : med[r, c] < med[r, best])) best = c
+    }
+    ratio[r] = "-"
+    if (tw && have[r, tw] && best) {
+      if (med[r, best] == 0) ratio[r] = "n/a (" im[best] " is 0)"
+      else {
+        q = med[r, tw] / med[r, best]
+        good = higher_better(unit[k]) ? q >= 1 : q <= 1
+        ratio[r] = sprintf("%.2f vs %s (%s)", q, im[best], good ? "better" : "worse")
+      }
+    }
+  }
+  for (c = 1; c <= ni; c++) { wc[c] = length(im[c]); for (r = 1; r <= nrows; r++) if (length(cell[r, c]) > wc[c]) wc[c] = length(cell[r, c]) }
+  line = sprintf("%-" w0 "s", "figure")
+  for (c = 1; c <= ni; c++) line = line sprintf(" | %" wc[c] "s", im[c])
+  print line " | timerwheel ratio"
+  gsub(/./, "-", line); print line "-+-----------------"
+  for (r = 1; r <= nrows; r++) {
+    line = sprintf("%-" w0 "s", order[r])
+    for (c = 1; c <= ni; c++) line = line sprintf(" | %" wc[c] "s", cell[r, c])
+    print line " | " ratio[r]
+  }
+}' "$RESULTS"
+
+if [ ${#FAILED[@]} -gt 0 ]; then
+  echo
+  echo "FAILED (correctness check; see $BUILD_DIR/logs/):"
+  printf '  %s\n' "${FAILED[@]}"
+  exit 1
+fi

@@ -1,0 +1,846 @@
+/*
+ * twbench: the six workloads of shared/bench/WORKLOADS.md, run against every
+ * implementation behind the operations table of twbench.h: this library
+ * (impl_timerwheel.c), a mutex + min-heap + condvar baseline (heap_timer.c)
+ * and libevent 2.1 (impl_libevent.c). Netty's HashedWheelTimer runs the same
+ * workloads in Java (peers/netty/); bench/run.sh runs everything and prints
+ * one table.
+ *
+ *   twbench [--impl NAME[,NAME...]]... [--wl LIST] [--repeat N] [--n N] [--quick]
+ *
+ *   --impl    timerwheel, heap, libevent or all (default all); repeatable
+ *   --wl      workloads, e.g. 1,3,5 or WL2 (default 1-6)
+ *   --repeat  run each selected workload N times (default 1)
+ *   --n       WL2 at this N only (run.sh runs each N in a fresh process, so
+ *             that memory freed by one size does not hide the next's RSS)
+ *   --quick   scaled-down sizes and durations, for a smoke run
+ *
+ * Output: one line per figure on stdout, `WLn name param=value figure=value
+ * unit`, impl=NAME being the first param. Notes go to stderr. Every
+ * workload checks its own correctness condition; when it fails, twbench says
+ * FAIL on stderr and exits 1 at once: a fast wrong answer is not a result.
+ * All times are CLOCK_MONOTONIC.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <malloc.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "twbench.h"
+
+#define MS UINT64_C(1000000)
+#define SEC UINT64_C(1000000000)
+
+static const bench_impl *const all_impls[] = {
+    &bench_impl_timerwheel, &bench_impl_heap, &bench_impl_libevent,
+};
+#define N_IMPLS (sizeof all_impls / sizeof all_impls[0])
+
+/* Workload sizes: full (WORKLOADS.md) and --quick. */
+typedef struct sizes {
+    uint64_t wl1_k;            /* iterations per producer */
+    uint64_t wl2_n[2];         /* pending timers */
+    uint64_t wl3_n;            /* timers, over wl3_span_ns, 4 threads */
+    uint64_t wl3_span_ns;
+    uint64_t wl3_max_delay_ns;
+    uint64_t wl4_ns;           /* idle wall time */
+    uint64_t wl5_n;            /* timers in the burst */
+    uint64_t wl6_sessions;
+    uint64_t wl6_ns;           /* touching time */
+} sizes;
+
+static const sizes full_sizes = {
+    .wl1_k = 2000000, .wl2_n = { 1000000, 10000000 },
+    .wl3_n = 1000000, .wl3_span_ns = 1 * SEC, .wl3_max_delay_ns = 2 * SEC,
+    .wl4_ns = 10 * SEC, .wl5_n = 1000000, .wl6_sessions = 100000, .wl6_ns = 5 * SEC,
+};
+static const sizes quick_sizes = {
+    .wl1_k = 200000, .wl2_n = { 100000, 1000000 },
+    .wl3_n = 100000, .wl3_span_ns = SEC / 2, .wl3_max_delay_ns = SEC / 2,
+    .wl4_ns = 2 * SEC, .wl5_n = 100000, .wl6_sessions = 10000, .wl6_ns = 1 * SEC,
+};
+static const sizes *sz = &full_sizes;
+static uint64_t wl2_only_n;    /* --n: WL2 at this N only */
+
+#define WL1_RING 1024
+#define WL3_THREADS 4
+#define WL4_TIMERS 10000
+#define WL5_BASE_DELAY_NS (200 * MS)
+#define WL5_WORKERS 2
+#define WL6_THREADS 4
+#define WL6_TIMEOUT_NS (30 * SEC)
+#define MAX_THREADS 8
+
+/* ---- helpers --------------------------------------------------------------- */
+
+static void fail(const char *wl, const bench_impl *im, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4), noreturn));
+
+static void fail(const char *wl, const bench_impl *im, const char *fmt, ...)
+{
+    va_list ap;
+    fflush(stdout);
+    fprintf(stderr, "twbench: FAIL %s impl=%s: ", wl, im->name);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    exit(1);
+}
+
+static void *xcalloc(size_t n, size_t size)
+{
+    void *p = calloc(n, size);
+    if (!p) {
+        fprintf(stderr, "twbench: out of memory (%zu x %zu)\n", n, size);
+        exit(2);
+    }
+    return p;
+}
+
+static void *create_or_die(const char *wl, const bench_impl *im, uint64_t tick_ns)
+{
+    bench_cfg cfg = { .tick_ns = tick_ns, .workers = WL5_WORKERS };
+    void *svc = im->create(&cfg);
+    if (!svc)
+        fail(wl, im, "create failed");
+    return svc;
+}
+
+/* splitmix64: small, fast, good enough to draw delays and indices. */
+static uint64_t rng_next(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t rng_range(uint64_t *s, uint64_t lo, uint64_t hi)
+{
+    return lo + rng_next(s) % (hi - lo + 1);
+}
+
+static void sleep_until(uint64_t abs_ns)
+{
+    struct timespec ts = bench_ns_to_timespec(abs_ns);
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+        ;
+}
+
+static void sleep_ns(uint64_t ns)
+{
+    sleep_until(bench_now_ns() + ns);
+}
+
+static uint64_t rss_bytes(void)
+{
+    unsigned long size = 0, resident = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f || fscanf(f, "%lu %lu", &size, &resident) != 2) {
+        fprintf(stderr, "twbench: cannot read /proc/self/statm\n");
+        exit(2);
+    }
+    fclose(f);
+    return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+static double secs(uint64_t ns)
+{
+    return (double)ns / 1e9;
+}
+
+/* Starts n threads on fn(args[i]) behind one barrier and joins them. */
+typedef struct team {
+    pthread_barrier_t start;
+    pthread_t th[MAX_THREADS];
+    unsigned n;
+} team;
+
+static void team_run(team *t, unsigned n, void *(*fn)(void *), void *args, size_t argsize)
+{
+    t->n = n;
+    pthread_barrier_init(&t->start, NULL, n);
+    for (unsigned i = 0; i < n; i++) {
+        if (pthread_create(&t->th[i], NULL, fn, (char *)args + i * argsize) != 0) {
+            fprintf(stderr, "twbench: cannot start a thread\n");
+            exit(2);
+        }
+    }
+    for (unsigned i = 0; i < n; i++)
+        pthread_join(t->th[i], NULL);
+    pthread_barrier_destroy(&t->start);
+}
+
+static atomic_uint_fast64_t fired;     /* callbacks that must not run */
+
+static void count_fire(uint64_t handle, void *arg)
+{
+    (void)handle;
+    (void)arg;
+    atomic_fetch_add_explicit(&fired, 1, memory_order_relaxed);
+}
+
+/* ---- WL1 churn --------------------------------------------------------------- */
+
+/* A WL1 timer may only fire if its producer stalled for longer than the
+ * timer's delay (>= 100 ms) between scheduling it and cancelling it 1024
+ * operations later: on an oversubscribed, shared machine that happens. To
+ * tell such a stall from an implementation firing early, each producer
+ * reads the clock once per WL1_BATCH iterations and remembers, per ring
+ * slot, the batch and delay of the timer in it; a failed cancel is then
+ * judged afterwards: possible only if batch_time[cancel batch + 1] -
+ * batch_time[schedule batch] >= delay. A run with only such failures is
+ * retried (the figure must come from a run where nothing fired); any other
+ * failure is a bug and fails at once. */
+#define WL1_BATCH 64
+#define WL1_MAX_FAILS 4096
+#define WL1_ATTEMPTS 5
+
+typedef struct wl1_fail {
+    uint32_t sched_batch, cancel_batch;
+    uint64_t delay;
+} wl1_fail;
+
+typedef struct wl1_arg {
+    const bench_impl *im;
+    void *svc;
+    team *team;
+    uint64_t seed;
+    uint64_t t_start, t_end;
+    uint64_t sched_ok, sched_fail, cancel_ok, cancel_fail;
+    uint64_t *batch_time;          /* clock at the start of each batch, + end */
+    wl1_fail fails[WL1_MAX_FAILS];
+} wl1_arg;
+
+typedef struct wl1_ring {
+    uint64_t handle[WL1_RING];
+    uint64_t delay[WL1_RING];
+    uint32_t batch[WL1_RING];
+} wl1_ring;
+
+static void wl1_cancel(wl1_arg *a, const wl1_ring *r, unsigned slot, uint32_t batch)
+{
+    if (a->im->cancel(a->svc, r->handle[slot])) {
+        a->cancel_ok++;
+        return;
+    }
+    if (a->cancel_fail < WL1_MAX_FAILS)
+        a->fails[a->cancel_fail] = (wl1_fail){ r->batch[slot], batch, r->delay[slot] };
+    a->cancel_fail++;
+}
+
+static void *wl1_producer(void *p)
+{
+    wl1_arg *a = p;
+    wl1_ring *r = xcalloc(1, sizeof *r);
+    uint64_t n = 0, k = sz->wl1_k;
+    uint32_t batch = 0;
+    pthread_barrier_wait(&a->team->start);
+    a->t_start = bench_now_ns();
+    for (uint64_t i = 0; i < k; i++) {
+        if (i % WL1_BATCH == 0)
+            a->batch_time[batch = (uint32_t)(i / WL1_BATCH)] = bench_now_ns();
+        uint64_t delay = rng_range(&a->seed, 100 * MS, 10 * SEC);
+        uint64_t h = a->im->schedule(a->svc, delay, count_fire, NULL);
+        if (!h) {
+            a->sched_fail++;
+            continue;
+        }
+        a->sched_ok++;
+        unsigned slot = (unsigned)(n++ % WL1_RING);
+        if (r->handle[slot])
+            wl1_cancel(a, r, slot, batch);   /* the oldest handle */
+        r->handle[slot] = h;
+        r->delay[slot] = delay;
+        r->batch[slot] = batch;
+    }
+    a->batch_time[++batch] = bench_now_ns();
+    for (unsigned i = 0; i < WL1_RING; i++)
+        if (r->handle[i])
+            wl1_cancel(a, r, i, batch);
+    a->t_end = a->batch_time[batch + 1] = bench_now_ns();
+    free(r);
+    return NULL;
+}
+
+/* Returns 1 if every failed cancel of a may be a legitimate fire. */
+static int wl1_failures_explained(const wl1_arg *a, uint64_t *worst_stall)
+{
+    if (a->cancel_fail > WL1_MAX_FAILS)
+        return 0;
+    for (uint64_t i = 0; i < a->cancel_fail; i++) {
+        const wl1_fail *f = &a->fails[i];
+        uint64_t span = a->batch_time[f->cancel_batch + 1] - a->batch_time[f->sched_batch];
+        *worst_stall = span > *worst_stall ? span : *worst_stall;
+        if (span < f->delay)
+            return 0;
+    }
+    return 1;
+}
+
+/* One attempt; returns 1 with *rate set, or 0 when timers fired that a
+ * producer stall explains. */
+static int wl1_try(const bench_impl *im, unsigned p, double *rate)
+{
+    wl1_arg *args = xcalloc(p, sizeof *args);
+    uint64_t batches = sz->wl1_k / WL1_BATCH + 3;
+    team t;
+    void *svc = create_or_die("WL1", im, 1 * MS);
+    atomic_store(&fired, 0);
+    for (unsigned i = 0; i < p; i++)
+        args[i] = (wl1_arg){ .im = im, .svc = svc, .team = &t, .seed = 0x1000 + i,
+                             .batch_time = xcalloc(batches, sizeof(uint64_t)) };
+    team_run(&t, p, wl1_producer, args, sizeof args[0]);
+    uint64_t f = atomic_load(&fired);
+    im->destroy(svc);
+    uint64_t t0 = UINT64_MAX, t1 = 0, ok = 0, sfail = 0, cfail = 0, stall = 0;
+    int explained = 1;
+    for (unsigned i = 0; i < p; i++) {
+        t0 = args[i].t_start < t0 ? args[i].t_start : t0;
+        t1 = args[i].t_end > t1 ? args[i].t_end : t1;
+        ok += args[i].sched_ok + args[i].cancel_ok;
+        sfail += args[i].sched_fail;
+        cfail += args[i].cancel_fail;
+        explained &= wl1_failures_explained(&args[i], &stall);
+        free(args[i].batch_time);
+    }
+    free(args);
+    if (sfail || cfail != f || (cfail && !explained))
+        fail("WL1", im, "P=%u: %" PRIu64 " schedules failed, %" PRIu64 " cancels failed, %"
+             PRIu64 " callbacks ran (all must be 0)%s", p, sfail, cfail, f,
+             cfail == f && sfail == 0 ? "; a timer fired before its delay had passed" : "");
+    if (cfail) {
+        fprintf(stderr, "twbench: WL1 impl=%s P=%u: %" PRIu64 " timers fired because a producer "
+                "stalled (up to %.0f ms across 1024 operations); run discarded\n",
+                im->name, p, cfail, (double)stall / 1e6);
+        return 0;
+    }
+    *rate = (double)ok / secs(t1 - t0);
+    return 1;
+}
+
+static void wl1_churn(const bench_impl *im, unsigned p)
+{
+    double rate = 0;
+    for (int attempt = 1; !wl1_try(im, p, &rate); attempt++)
+        if (attempt == WL1_ATTEMPTS)
+            fail("WL1", im, "P=%u: timers fired in %d runs in a row (producers stalled "
+                 "past the 100 ms minimum delay; machine overloaded?)", p, attempt);
+    printf("WL1 churn impl=%s P=%u ops_per_s=%.0f ops/s\n", im->name, p, rate);
+    fflush(stdout);
+}
+
+/* ---- WL2 pending scale ------------------------------------------------------- */
+
+static void wl2_pending(const bench_impl *im, uint64_t n)
+{
+    uint64_t *h = xcalloc(n, sizeof *h);
+    uint32_t *perm = xcalloc(n, sizeof *perm);
+    uint64_t seed = 0x2000;
+    for (uint64_t i = 0; i < n; i++)
+        perm[i] = (uint32_t)i;
+    for (uint64_t i = n - 1; i > 0; i--) {     /* Fisher-Yates */
+        uint64_t j = rng_next(&seed) % (i + 1);
+        uint32_t x = perm[i];
+        perm[i] = perm[j];
+        perm[j] = x;
+    }
+    memset(h, 0, n * sizeof *h);               /* resident before the baseline */
+    void *svc = create_or_die("WL2", im, 1 * MS);
+    atomic_store(&fired, 0);
+    malloc_trim(0);                            /* hand back what earlier runs freed */
+    sleep_ns(50 * MS);
+    uint64_t rss0 = rss_bytes();
+    uint64_t t0 = bench_now_ns();
+    for (uint64_t i = 0; i < n; i++) {
+        h[i] = im->schedule(svc, rng_range(&seed, 60 * SEC, 3600 * SEC), count_fire, NULL);
+        if (!h[i])
+            fail("WL2", im, "N=%" PRIu64 ": schedule %" PRIu64 " failed", n, i);
+    }
+    uint64_t t1 = bench_now_ns();
+    sleep_ns(200 * MS);                        /* let background placement settle */
+    uint64_t rss1 = rss_bytes();
+    uint64_t cfail = 0;
+    uint64_t t2 = bench_now_ns();
+    for (uint64_t i = 0; i < n; i++)
+        cfail += !im->cancel(svc, h[perm[i]]);
+    uint64_t t3 = bench_now_ns();
+    uint64_t f = atomic_load(&fired);
+    im->destroy(svc);
+    free(h);
+    free(perm);
+    if (cfail || f)
+        fail("WL2", im, "N=%" PRIu64 ": %" PRIu64 " cancels failed, %" PRIu64
+             " callbacks ran (all must be 0)", n, cfail, f);
+    printf("WL2 pending impl=%s N=%" PRIu64 " schedule_ops_per_s=%.0f ops/s\n",
+           im->name, n, (double)n / secs(t1 - t0));
+    printf("WL2 pending impl=%s N=%" PRIu64 " cancel_ops_per_s=%.0f ops/s\n",
+           im->name, n, (double)n / secs(t3 - t2));
+    printf("WL2 pending impl=%s N=%" PRIu64 " bytes_per_timer=%.1f bytes\n",
+           im->name, n, rss1 > rss0 ? (double)(rss1 - rss0) / (double)n : 0.0);
+    fflush(stdout);
+}
+
+/* ---- WL3 accuracy under load ------------------------------------------------ */
+
+typedef struct wl3_rec {
+    uint64_t expected;            /* time read before schedule + delay */
+    _Atomic uint64_t start;       /* callback start */
+    atomic_uint fires;
+} wl3_rec;
+
+static atomic_uint_fast64_t wl3_fired;
+
+static void wl3_cb(uint64_t handle, void *arg)
+{
+    (void)handle;
+    wl3_rec *r = arg;
+    atomic_store_explicit(&r->start, bench_now_ns(), memory_order_relaxed);
+    atomic_fetch_add_explicit(&r->fires, 1, memory_order_relaxed);
+    /* Publishes the record to the main thread's acquire load. */
+    atomic_fetch_add_explicit(&wl3_fired, 1, memory_order_release);
+}
+
+typedef struct wl3_arg {
+    const bench_impl *im;
+    void *svc;
+    team *team;
+    wl3_rec *recs;                /* this thread's share */
+    uint64_t n, seed, sched_fail;
+} wl3_arg;
+
+static void *wl3_producer(void *p)
+{
+    wl3_arg *a = p;
+    uint64_t batches = sz->wl3_span_ns / MS;   /* one batch per millisecond */
+    pthread_barrier_wait(&a->team->start);
+    uint64_t t0 = bench_now_ns();
+    uint64_t i = 0;
+    for (uint64_t b = 0; b < batches; b++) {
+        uint64_t end = a->n * (b + 1) / batches;
+        sleep_until(t0 + b * MS);
+        for (; i < end; i++) {
+            uint64_t delay = rng_range(&a->seed, 1 * MS, sz->wl3_max_delay_ns);
+            wl3_rec *r = &a->recs[i];
+            r->expected = bench_now_ns() + delay;
+            if (!a->im->schedule(a->svc, delay, wl3_cb, r))
+                a->sched_fail++;
+        }
+    }
+    return NULL;
+}
+
+static int cmp_i64(const void *x, const void *y)
+{
+    int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
+    return (a > b) - (a < b);
+}
+
+static void wl3_accuracy(const bench_impl *im, uint64_t tick_ns)
+{
+    uint64_t n = sz->wl3_n, per = n / WL3_THREADS;
+    n = per * WL3_THREADS;
+    wl3_rec *recs = xcalloc(n, sizeof *recs);
+    wl3_arg args[WL3_THREADS];
+    team t;
+    char param[32] = "";
+    if (tick_ns != 1 * MS)
+        snprintf(param, sizeof param, " tick_us=%" PRIu64, tick_ns / 1000);
+    void *svc = create_or_die("WL3", im, tick_ns);
+    atomic_store(&wl3_fired, 0);
+    for (unsigned i = 0; i < WL3_THREADS; i++)
+        args[i] = (wl3_arg){ .im = im, .svc = svc, .team = &t, .recs = recs + i * per,
+                             .n = per, .seed = 0x3000 + i };
+    team_run(&t, WL3_THREADS, wl3_producer, args, sizeof args[0]);
+    uint64_t sfail = 0, last = 0;
+    for (unsigned i = 0; i < WL3_THREADS; i++)
+        sfail += args[i].sched_fail;
+    if (sfail)
+        fail("WL3", im, "%" PRIu64 " schedules failed", sfail);
+    for (uint64_t i = 0; i < n; i++)
+        last = recs[i].expected > last ? recs[i].expected : last;
+    /* Wait for every callback, then a little longer to catch extra runs. */
+    uint64_t give_up = last + 30 * SEC;
+    while (atomic_load_explicit(&wl3_fired, memory_order_acquire) < n && bench_now_ns() < give_up)
+        sleep_ns(10 * MS);
+    sleep_ns(100 * MS);
+    uint64_t got = atomic_load_explicit(&wl3_fired, memory_order_acquire);
+    im->destroy(svc);
+    if (got != n)
+        fail("WL3", im, "%" PRIu64 " callbacks ran, expected exactly %" PRIu64, got, n);
+    int64_t *late = xcalloc(n, sizeof *late);
+    uint64_t early = 0, dup = 0;
+    int64_t worst_early = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        dup += atomic_load_explicit(&recs[i].fires, memory_order_relaxed) != 1;
+        late[i] = (int64_t)(atomic_load_explicit(&recs[i].start, memory_order_relaxed) -
+                            recs[i].expected);
+        if (late[i] < 0) {
+            early++;
+            worst_early = late[i] < worst_early ? late[i] : worst_early;
+        }
+    }
+    if (dup || early)
+        fail("WL3", im, "%" PRIu64 " timers did not run exactly once; %" PRIu64
+             " ran early (worst by %" PRId64 " ns)", dup, early, -worst_early);
+    qsort(late, n, sizeof *late, cmp_i64);
+    static const struct { const char *name; double q; } qs[] = {
+        { "lateness_p50", 0.5 }, { "lateness_p99", 0.99 }, { "lateness_p999", 0.999 },
+        { "lateness_max", 1.0 },
+    };
+    for (size_t i = 0; i < sizeof qs / sizeof qs[0]; i++) {
+        uint64_t k = (uint64_t)(qs[i].q * (double)n + 0.999999);
+        k = k == 0 ? 0 : k - 1;
+        printf("WL3 accuracy impl=%s%s %s=%.3f ms\n", im->name, param, qs[i].name,
+               (double)late[k] / 1e6);
+    }
+    fflush(stdout);
+    free(late);
+    free(recs);
+}
+
+/* ---- WL4 idle cost ------------------------------------------------------------- */
+
+static uint64_t tv_ns(struct timeval tv)
+{
+    return (uint64_t)tv.tv_sec * SEC + (uint64_t)tv.tv_usec * 1000;
+}
+
+static void wl4_idle(const bench_impl *im)
+{
+    uint64_t *h = xcalloc(WL4_TIMERS, sizeof *h);
+    void *svc = create_or_die("WL4", im, 1 * MS);
+    atomic_store(&fired, 0);
+    for (unsigned i = 0; i < WL4_TIMERS; i++)
+        if (!(h[i] = im->schedule(svc, 3600 * SEC, count_fire, NULL)))
+            fail("WL4", im, "schedule %u failed", i);
+    sleep_ns(200 * MS);
+    struct rusage r0, r1;
+    getrusage(RUSAGE_SELF, &r0);
+    uint64_t t0 = bench_now_ns();
+    sleep_until(t0 + sz->wl4_ns);
+    getrusage(RUSAGE_SELF, &r1);
+    uint64_t t1 = bench_now_ns();
+    uint64_t cfail = 0;
+    for (unsigned i = 0; i < WL4_TIMERS; i++)
+        cfail += !im->cancel(svc, h[i]);
+    uint64_t f = atomic_load(&fired);
+    im->destroy(svc);
+    free(h);
+    if (f || cfail)
+        fail("WL4", im, "%" PRIu64 " callbacks ran, %" PRIu64 " cancels failed (must be 0)",
+             f, cfail);
+    double wall = secs(t1 - t0);
+    uint64_t cpu = tv_ns(r1.ru_utime) + tv_ns(r1.ru_stime) - tv_ns(r0.ru_utime) -
+                   tv_ns(r0.ru_stime);
+    printf("WL4 idle impl=%s cpu_per_wall_s=%.5f s/s\n", im->name, secs(cpu) / wall);
+    printf("WL4 idle impl=%s vol_ctxsw_per_s=%.1f switches/s\n", im->name,
+           (double)(r1.ru_nvcsw - r0.ru_nvcsw) / wall);
+    fflush(stdout);
+}
+
+/* ---- WL5 burst fire --------------------------------------------------------------- */
+
+static atomic_uint_fast64_t wl5_count, wl5_first, wl5_last;
+static uint64_t wl5_n;
+
+static void wl5_cb(uint64_t handle, void *arg)
+{
+    (void)handle;
+    (void)arg;
+    uint64_t c = atomic_fetch_add_explicit(&wl5_count, 1, memory_order_relaxed) + 1;
+    if (c == 1)
+        atomic_store_explicit(&wl5_first, bench_now_ns(), memory_order_relaxed);
+    if (c == wl5_n)
+        atomic_store_explicit(&wl5_last, bench_now_ns(), memory_order_relaxed);
+}
+
+/* One burst with all deadlines at base + delay_ns. Returns 0 when the
+ * scheduling took longer than delay_ns (the burst is not one tick then). */
+static int wl5_try(const bench_impl *im, uint64_t delay_ns, double *rate)
+{
+    uint64_t n = sz->wl5_n;
+    void *svc = create_or_die("WL5", im, 1 * MS);
+    wl5_n = n;
+    atomic_store(&wl5_count, 0);
+    atomic_store(&wl5_first, 0);
+    atomic_store(&wl5_last, 0);
+    uint64_t due = bench_now_ns() + delay_ns, overran = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t now = bench_now_ns();
+        if (now >= due) {
+            overran = n - i;
+            break;
+        }
+        if (!im->schedule(svc, due - now, wl5_cb, NULL))
+            fail("WL5", im, "schedule %" PRIu64 " failed", i);
+    }
+    uint64_t scheduled = n - overran;
+    uint64_t give_up = due + 60 * SEC;
+    while (atomic_load(&wl5_count) < scheduled && bench_now_ns() < give_up)
+        sleep_ns(5 * MS);
+    sleep_ns(100 * MS);
+    uint64_t got = atomic_load(&wl5_count);
+    im->destroy(svc);
+    if (got != scheduled)
+        fail("WL5", im, "%" PRIu64 " callbacks ran, expected exactly %" PRIu64, got, scheduled);
+    if (overran) {
+        fprintf(stderr, "twbench: WL5 impl=%s: scheduling %" PRIu64 " timers took longer than "
+                "the %" PRIu64 " ms delay; retrying with twice the delay\n",
+                im->name, n, delay_ns / MS);
+        return 0;
+    }
+    uint64_t first = atomic_load(&wl5_first), last = atomic_load(&wl5_last);
+    *rate = (double)n / secs(last > first ? last - first : 1);
+    return 1;
+}
+
+static void wl5_burst(const bench_impl *im)
+{
+    double rate = 0;
+    uint64_t delay = WL5_BASE_DELAY_NS;
+    while (!wl5_try(im, delay, &rate)) {
+        delay *= 2;
+        if (delay > 20 * SEC)
+            fail("WL5", im, "cannot schedule %" PRIu64 " timers within 20 s", sz->wl5_n);
+    }
+    if (delay != WL5_BASE_DELAY_NS)
+        fprintf(stderr, "twbench: WL5 impl=%s: common delay was %" PRIu64 " ms\n", im->name,
+                delay / MS);
+    printf("WL5 burst impl=%s callbacks_per_s=%.0f callbacks/s\n", im->name, rate);
+    fflush(stdout);
+}
+
+/* ---- WL6 touch --------------------------------------------------------------------- */
+
+typedef struct wl6_session {
+    _Atomic uint64_t handle;
+    atomic_flag busy;              /* cancel + schedule peers only */
+} wl6_session;
+
+typedef struct wl6_arg {
+    const bench_impl *im;
+    void *svc;
+    team *team;
+    wl6_session *sessions;
+    uint64_t seed, ok, failed, t_start, t_end;
+} wl6_arg;
+
+/* A peer without reschedule: cancel + schedule, one toucher per session at
+ * a time (two would each cancel the same handle). */
+static int wl6_touch_by_replace(wl6_arg *a, wl6_session *s)
+{
+    while (atomic_flag_test_and_set_explicit(&s->busy, memory_order_acquire))
+        ;
+    uint64_t h = atomic_load_explicit(&s->handle, memory_order_relaxed);
+    int ok = a->im->cancel(a->svc, h);
+    if (ok) {
+        h = a->im->schedule(a->svc, WL6_TIMEOUT_NS, count_fire, s);
+        atomic_store_explicit(&s->handle, h, memory_order_relaxed);
+        ok = h != 0;
+    }
+    atomic_flag_clear_explicit(&s->busy, memory_order_release);
+    return ok;
+}
+
+static void *wl6_toucher(void *p)
+{
+    wl6_arg *a = p;
+    uint64_t n = sz->wl6_sessions;
+    pthread_barrier_wait(&a->team->start);
+    a->t_start = bench_now_ns();
+    uint64_t stop = a->t_start + sz->wl6_ns, now = a->t_start;
+    while (now < stop) {
+        for (int k = 0; k < 256; k++) {
+            wl6_session *s = &a->sessions[rng_next(&a->seed) % n];
+            int ok = a->im->reschedule
+                ? a->im->reschedule(a->svc, atomic_load_explicit(&s->handle, memory_order_relaxed),
+                                    WL6_TIMEOUT_NS)
+                : wl6_touch_by_replace(a, s);
+            if (ok)
+                a->ok++;
+            else
+                a->failed++;
+        }
+        now = bench_now_ns();
+    }
+    a->t_end = now;
+    return NULL;
+}
+
+static void wl6_touch(const bench_impl *im)
+{
+    uint64_t n = sz->wl6_sessions;
+    wl6_session *sessions = xcalloc(n, sizeof *sessions);
+    wl6_arg args[WL6_THREADS];
+    team t;
+    void *svc = create_or_die("WL6", im, 1 * MS);
+    atomic_store(&fired, 0);
+    for (uint64_t i = 0; i < n; i++) {
+        atomic_flag_clear(&sessions[i].busy);
+        uint64_t h = im->schedule(svc, WL6_TIMEOUT_NS, count_fire, &sessions[i]);
+        if (!h)
+            fail("WL6", im, "schedule of session %" PRIu64 " failed", i);
+        atomic_store(&sessions[i].handle, h);
+    }
+    for (unsigned i = 0; i < WL6_THREADS; i++)
+        args[i] = (wl6_arg){ .im = im, .svc = svc, .team = &t, .sessions = sessions,
+                             .seed = 0x6000 + i };
+    team_run(&t, WL6_THREADS, wl6_toucher, args, sizeof args[0]);
+    uint64_t t0 = UINT64_MAX, t1 = 0, ok = 0, tfail = 0, cfail = 0;
+    for (unsigned i = 0; i < WL6_THREADS; i++) {
+        t0 = args[i].t_start < t0 ? args[i].t_start : t0;
+        t1 = args[i].t_end > t1 ? args[i].t_end : t1;
+        ok += args[i].ok;
+        tfail += args[i].failed;
+    }
+    uint64_t timeouts = atomic_load(&fired);
+    for (uint64_t i = 0; i < n; i++)
+        cfail += !im->cancel(svc, atomic_load(&sessions[i].handle));
+    im->destroy(svc);
+    free(sessions);
+    if (tfail || timeouts || cfail)
+        fail("WL6", im, "%" PRIu64 " touches failed, %" PRIu64 " sessions timed out, %" PRIu64
+             " final cancels failed (all must be 0)", tfail, timeouts, cfail);
+    if (!im->reschedule)
+        fprintf(stderr, "twbench: WL6 impl=%s: no reschedule, touched by cancel + schedule\n",
+                im->name);
+    printf("WL6 touch impl=%s touches_per_s=%.0f touches/s\n", im->name,
+           (double)ok / secs(t1 - t0));
+    fflush(stdout);
+}
+
+/* ---- main ----------------------------------------------------------------------------- */
+
+static void usage(void)
+{
+    fprintf(stderr,
+            "usage: twbench [--impl NAME[,NAME...]]... [--wl LIST] [--repeat N] [--n N] [--quick]\n"
+            "  --impl    timerwheel, heap, libevent or all (default all); repeatable\n"
+            "  --wl      workloads, e.g. 1,3,5 or WL2 (default 1,2,3,4,5,6)\n"
+            "  --repeat  run each selected workload N times (default 1)\n"
+            "  --n       WL2 at this N only (default both sizes; a fresh process per N\n"
+            "            keeps one size's freed memory out of the next one's RSS)\n"
+            "  --quick   scaled-down sizes and durations (smoke run)\n");
+    exit(2);
+}
+
+static void add_impls(const char *list, int chosen[N_IMPLS])
+{
+    char *copy = strdup(list), *save = NULL;
+    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        int found = 0;
+        for (size_t i = 0; i < N_IMPLS; i++) {
+            if (!strcmp(tok, "all") || !strcmp(tok, all_impls[i]->name)) {
+                chosen[i] = 1;
+                found = 1;
+            }
+        }
+        if (!found) {
+            fprintf(stderr, "twbench: unknown implementation '%s'\n", tok);
+            usage();
+        }
+    }
+    free(copy);
+}
+
+static void add_wls(const char *list, int wl[7])
+{
+    char *copy = strdup(list), *save = NULL;
+    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (!strncasecmp(tok, "WL", 2))
+            tok += 2;
+        char *end;
+        long v = strtol(tok, &end, 10);
+        if (*end || v < 1 || v > 6) {
+            fprintf(stderr, "twbench: unknown workload '%s'\n", tok);
+            usage();
+        }
+        wl[v] = 1;
+    }
+    free(copy);
+}
+
+static void run_workload(const bench_impl *im, int w)
+{
+    static const unsigned wl1_p[] = { 1, 2, 8 };
+    switch (w) {
+    case 1:
+        for (size_t i = 0; i < sizeof wl1_p / sizeof wl1_p[0]; i++)
+            wl1_churn(im, wl1_p[i]);
+        break;
+    case 2:
+        if (wl2_only_n) {
+            wl2_pending(im, wl2_only_n);
+        } else {
+            wl2_pending(im, sz->wl2_n[0]);
+            wl2_pending(im, sz->wl2_n[1]);
+        }
+        break;
+    case 3:
+        wl3_accuracy(im, 1 * MS);
+        if (im == &bench_impl_timerwheel)
+            wl3_accuracy(im, 100 * 1000);  /* the 100 us tick variant */
+        break;
+    case 4:
+        wl4_idle(im);
+        break;
+    case 5:
+        wl5_burst(im);
+        break;
+    case 6:
+        wl6_touch(im);
+        break;
+    }
+}
+
+int main(int argc, char **argv)
+{
+    int chosen[N_IMPLS] = { 0 }, any_impl = 0, wl[7] = { 0 }, any_wl = 0;
+    long repeat = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--quick")) {
+            sz = &quick_sizes;
+        } else if (!strcmp(a, "--impl") && i + 1 < argc) {
+            add_impls(argv[++i], chosen);
+            any_impl = 1;
+        } else if (!strcmp(a, "--wl") && i + 1 < argc) {
+            add_wls(argv[++i], wl);
+            any_wl = 1;
+        } else if (!strcmp(a, "--n") && i + 1 < argc) {
+            wl2_only_n = strtoull(argv[++i], NULL, 10);
+            if (wl2_only_n < 2 || wl2_only_n > UINT32_MAX)
+                usage();
+        } else if (!strcmp(a, "--repeat") && i + 1 < argc) {
+            repeat = strtol(argv[++i], NULL, 10);
+            if (repeat < 1)
+                usage();
+        } else {
+            usage();
+        }
+    }
+    if (!any_impl)
+        add_impls("all", chosen);
+    if (!any_wl)
+        add_wls("1,2,3,4,5,6", wl);
+    for (size_t i = 0; i < N_IMPLS; i++) {
+        if (!chosen[i])
+            continue;
+        fprintf(stderr, "twbench: impl=%s (callbacks on: %s)%s\n", all_impls[i]->name,
+                all_impls[i]->callbacks_on, sz == &quick_sizes ? " --quick" : "");
+        for (int w = 1; w <= 6; w++)
+            for (long r = 0; wl[w] && r < repeat; r++)
+                run_workload(all_impls[i], w);
+    }
+    return 0;
+}

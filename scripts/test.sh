@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# Build timerwheel in four configurations and run its tests:
+#
+#   gcc    gcc,   -Werror, RelWithDebInfo                    unit tests
+#   clang  clang, -Werror, Debug                             unit tests
+#   tsan   clang, -Werror, ThreadSanitizer, RelWithDebInfo   stress + unit tests
+#   asan   gcc,   -Werror, ASan + UBSan, Debug               unit + stress tests
+#
+# Each builds in its own directory, build/<name>. Stops at the first failure.
+#   scripts/test.sh              all four
+#   scripts/test.sh tsan asan    only those
+# Environment: TW_STRESS_SECONDS (duration of each stress test; default 3
+# when CI=true, else 5), TW_JOBS (build parallelism, default 2).
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo"
+
+if [ "${CI:-}" = "true" ]; then
+    : "${TW_STRESS_SECONDS:=3}"
+else
+    : "${TW_STRESS_SECONDS:=5}"
+fi
+export TW_STRESS_SECONDS
+jobs="${TW_JOBS:-2}"
+
+all_configs=(gcc clang tsan asan)
+if [ "$#" -gt 0 ]; then configs=("$@"); else configs=("${all_configs[@]}"); fi
+for c in "${configs[@]}"; do
+    case " ${all_configs[*]} " in *" $c "*) ;; *)
+        echo "test.sh: unknown configuration '$c' (known: ${all_configs[*]})" >&2; exit 2;;
+    esac
+done
+
+"$repo/scripts/deps.sh"
+
+start_all=$SECONDS
+summary=()
+current=""
+
+fail() {
+    echo >&2
+    echo "test.sh: FAILED in configuration '$current': $*" >&2
+    if [ "${#summary[@]}" -gt 0 ]; then
+        printf '  passed before it: %s\n' "${summary[@]}" >&2
+    fi
+    exit 1
+}
+
+run() { # description, command...
+    local what="$1"; shift
+    echo "---- [$current] $what"
+    "$@" || fail "$what"
+}
+
+# configure_build <name> <cc> <build type> [cmake args...]
+configure_build() {
+    local name="$1" cc="$2" type="$3"; shift 3
+    local dir="build/$name"
+    run "configure ($cc, $type, $*)" \
+        cmake -S . -B "$dir" -DCMAKE_C_COMPILER="$cc" -DCMAKE_BUILD_TYPE="$type" "$@"
+    run "build" cmake --build "$dir" -j "$jobs"
+}
+
+# ctest_label <name> <label> [extra ctest args...]
+ctest_label() {
+    local name="$1" label="$2"; shift 2
+    run "ctest -L $label" \
+        ctest --test-dir "build/$name" -L "$label" --output-on-failure \
+              --no-tests=error --timeout 600 "$@"
+}
+
+# Older clang TSan runtimes fail to start ("unexpected memory mapping") on
+# kernels with many bits of mmap randomisation; run them without ASLR then.
+tsan_wrap=()
+tsan_probe() {
+    local dir="build/tsan/probe"
+    mkdir -p "$dir"
+    printf 'int main(void) { return 0; }\n' >"$dir/probe.c"
+    clang -fsanitize=thread "$dir/probe.c" -o "$dir/probe" || fail "clang -fsanitize=thread cannot link"
+    if "$dir/probe" >/dev/null 2>&1; then return 0; fi
+    if setarch "$(uname -m)" -R "$dir/probe" >/dev/null 2>&1; then
+        echo "---- [tsan] TSan runtime needs ASLR off here: running tests under setarch -R"
+        tsan_wrap=(setarch "$(uname -m)" -R)
+        return 0
+    fi
+    fail "a ThreadSanitizer program does not start on this machine"
+}
+
+config_gcc() {
+    configure_build gcc gcc RelWithDebInfo -DTW_WERROR=ON
+    ctest_label gcc unit -j "$jobs"
+}
+
+config_clang() {
+    configure_build clang clang Debug -DTW_WERROR=ON
+    ctest_label clang unit -j "$jobs"
+}
+
+config_tsan() {
+    # halt_on_error=0: report every race of a run; TSan still exits 66 at
+    # the end if it reported any, so ctest fails.
+    export TSAN_OPTIONS="halt_on_error=0 second_deadlock_stack=1 suppressions=$repo/share/timerwheel/tsan.supp"
+    mkdir -p build/tsan
+    tsan_probe
+    configure_build tsan clang RelWithDebInfo -DTW_WERROR=ON -DTW_SANITIZE=thread -DTW_BUILD_STRESS=ON
+    # Stress tests one at a time: each is timed and uses every core.
+    run "ctest -L stress (TW_STRESS_SECONDS=$TW_STRESS_SECONDS)" \
+        "${tsan_wrap[@]}" ctest --test-dir build/tsan -L stress --output-on-failure \
+              --no-tests=error --timeout 600
+    run "ctest -L unit" \
+        "${tsan_wrap[@]}" ctest --test-dir build/tsan -L unit --output-on-failure \
+              --no-tests=error --timeout 600 -j "$jobs"
+    unset TSAN_OPTIONS
+}
+
+config_asan() {
+    export ASAN_OPTIONS="detect_leaks=1:detect_stack_use_after_return=1"
+    export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
+    configure_build asan gcc Debug -DTW_WERROR=ON -DTW_SANITIZE=address,undefined -DTW_BUILD_STRESS=ON
+    ctest_label asan unit -j "$jobs"
+    ctest_label asan stress
+    unset ASAN_OPTIONS UBSAN_OPTIONS
+}
+
+for c in "${configs[@]}"; do
+    current="$c"
+    t0=$SECONDS
+    echo "==== [$c] ===================================================="
+    "config_$c"
+    summary+=("$c ($((SECONDS - t0)) s)")
+done
+
+echo
+echo "test.sh: all passed in $((SECONDS - start_all)) s (TW_STRESS_SECONDS=$TW_STRESS_SECONDS):"
+printf '  %s\n' "${summary[@]}"
