@@ -55,7 +55,7 @@ static uint64_t tick_start(const tw_service *s, uint64_t tick)
 
 static uint64_t current_tick(const tw_service *s)
 {
-    return (tw__clock_monotonic() - s->origin) / s->cfg.tick_ns;
+    return tw__tick_floor(s, tw__clock_monotonic() - s->origin);
 }
 
 static bool quitting(tw_service *s)

@@ -118,9 +118,21 @@ typedef struct tw_records {
 
 int  tw__records_init(tw_records *r, uint64_t max_timers);
 void tw__records_fini(tw_records *r);
-tw_record *tw__rec(const tw_records *r, uint32_t idx); /* NULL if never allocated */
-/* Take a FREE record (its state word is returned in *state). TW_EAGAIN, TW_ENOMEM. */
-int  tw__rec_alloc(tw_records *r, uint32_t *idx, uint64_t *state);
+/* The record at idx, or NULL if its chunk was never allocated. Inline:
+ * it is on every path. Chunk j covers [1024 (2^j - 1), 1024 (2^(j+1) - 1)). */
+static inline tw_record *tw__rec(const tw_records *r, uint32_t idx)
+{
+    uint32_t q = (idx >> TW_REC_CHUNK0_SHIFT) + 1;
+    uint32_t j = 31u - (uint32_t)__builtin_clz(q);
+    if (j >= TW_REC_CHUNKS)
+        return NULL;
+    /* Acquire: pairs with the release CAS that installed the chunk, so its
+     * initialised records are visible. */
+    tw_record *c = atomic_load_explicit(&((tw_records *)r)->chunk[j], memory_order_acquire);
+    return c ? &c[idx - (((1u << j) - 1u) << TW_REC_CHUNK0_SHIFT)] : NULL;
+}
+/* Take a FREE record: its index, address and state word. TW_EAGAIN, TW_ENOMEM. */
+int  tw__rec_alloc(tw_records *r, uint32_t *idx, tw_record **rec, uint64_t *state);
 /* Give back a record its owner has taken out of every live state: stores
  * FREE with the next generation (release) and pushes it on the free list. */
 void tw__rec_free(tw_records *r, uint32_t idx, uint64_t old_state);
@@ -157,7 +169,8 @@ static inline bool tw__entry_matches(uint64_t entry, uint32_t gen)
     return ((entry >> 32) & 0x7fffffffu) == (gen & 0x7fffffffu);
 }
 
-#define TW_SLOT_SEGS 33 /* segment j holds cap << j entries: enough for 2^32 */
+#define TW_SLOT_SEGS 28 /* the fixed array, then 27 doubling overflow segments
+                           (64 << 26 >= 2^32 positions) */
 
 typedef struct tw_slot {
     _Atomic uint64_t word;              /* rot (31) | closed (1) | count (32) */
@@ -300,8 +313,12 @@ extern _Thread_local tw_running_tls tw__self;
 
 #define TW_STRIPES 16
 typedef struct tw_stripe {
-    _Atomic uint64_t scheduled, fired, cancelled, rescheduled, dropped, overflowed;
-    _Atomic uint64_t armed, disarmed;  /* pending = sum(armed) - sum(disarmed) */
+    /* One counter per event, so each hot call pays one uncontended RMW:
+     * scheduled = armed - aborted; pending = armed - aborted - cancelled
+     * - dropped - (fired - periodic_runs): every armed timer leaves
+     * pending through exactly one of those. */
+    _Atomic uint64_t armed, aborted, fired, periodic_runs, cancelled, rescheduled,
+        dropped, overflowed;
     _Atomic uint64_t max_lateness;
     _Atomic uint64_t lateness[TW_LATENESS_BUCKETS];
     _Atomic uint64_t rare[TW_RARE_COUNT];
@@ -313,6 +330,7 @@ struct tw_service {
     tw_config cfg;
     uint64_t origin;           /* clock value of tick 0 (MANUAL: 0) */
     uint64_t max_delay;        /* ns */
+    uint64_t tick_recip;       /* ceil(2^64 / tick_ns), for tw__tick_floor */
     tw_records rec;
     tw_wheel wheel;
     tw_pool pool;
@@ -336,15 +354,28 @@ struct tw_service {
     tw_stripe stripe[TW_STRIPES];
 };
 
-tw_stripe *tw__stripe(tw_service *s);  /* this thread's stripe */
-void tw__count(tw_service *s, size_t field_offset, uint64_t n);
-#define TW_COUNT(s, field, n) tw__count((s), offsetof(tw_stripe, field), (n))
+/* This thread's stripe: threads are spread over the stripes round-robin on
+ * first use. Inline, as every hot call counts once. */
+extern _Thread_local uint32_t tw__stripe_mine;
+uint32_t tw__stripe_assign(void);
+static inline tw_stripe *tw__stripe(tw_service *s)
+{
+    uint32_t i = tw__stripe_mine;
+    if (__builtin_expect(i == UINT32_MAX, 0))
+        i = tw__stripe_assign();
+    return &s->stripe[i];
+}
+/* Relaxed: counters order nothing; a snapshot sums the stripes. */
+#define TW_COUNT(s, field, n) \
+    atomic_fetch_add_explicit(&tw__stripe(s)->field, (n), memory_order_relaxed)
 void tw__count_rare(tw_service *s, int which);
 void tw__note_lateness(tw_service *s, uint64_t late_ns);
 uint64_t tw__rare_total(tw_service *s, int which);
 /* Wake the cursor if a timer now sits earlier than its planned wake-up. */
 void tw__cursor_poke(tw_service *s, uint64_t tick);
 uint64_t tw__tick_of(const tw_service *s, uint64_t deadline_ns); /* ceil */
+uint64_t tw__tick_floor(const tw_service *s, uint64_t ns);
+uint64_t tw__tick_recip(uint64_t tick_ns);
 int  tw__cursor_start(tw_service *s);
 void tw__cursor_quit(tw_service *s);
 

@@ -89,19 +89,6 @@ void tw__records_fini(tw_records *r)
     }
 }
 
-tw_record *tw__rec(const tw_records *r, uint32_t idx)
-{
-    uint32_t off;
-    uint32_t j = chunk_of(idx, &off);
-    if (j >= TW_REC_CHUNKS)
-        return NULL;
-    /* Acquire: pairs with the release CAS that installed the chunk, so its
-     * initialised records are visible. */
-    tw_record *c = atomic_load_explicit(
-        &((tw_records *)r)->chunk[j], memory_order_acquire);
-    return c ? &c[off] : NULL;
-}
-
 tw_record *tw__rec_of(const tw_records *r, tw_timer t)
 {
     if (t == 0 || tw__handle_gen(t) == 0)
@@ -169,7 +156,7 @@ static int fresh_index(tw_records *r, uint32_t *idx)
     return TW_OK;
 }
 
-static bool pop_free(tw_records *r, uint32_t *idx)
+static bool pop_free(tw_records *r, uint32_t *idx, tw_record **out)
 {
     ck_backoff_t backoff = CK_BACKOFF_INITIALIZER;
     /* Acquire: the pushed record's free_next and FREE state are visible. */
@@ -188,23 +175,24 @@ static bool pop_free(tw_records *r, uint32_t *idx)
                                                   memory_order_acquire,
                                                   memory_order_acquire)) {
             *idx = top - 1;
+            *out = rec;
             return true;
         }
         ck_backoff_eb(&backoff);
     }
 }
 
-int tw__rec_alloc(tw_records *r, uint32_t *idx, uint64_t *state)
+int tw__rec_alloc(tw_records *r, uint32_t *idx, tw_record **rec, uint64_t *state)
 {
-    if (!pop_free(r, idx)) {
+    if (!pop_free(r, idx, rec)) {
         int rc = fresh_index(r, idx);
         if (rc != TW_OK)
             return rc;
+        *rec = tw__rec(r, *idx);
     }
-    tw_record *rec = tw__rec(r, *idx);
     /* Relaxed: we own a FREE record; its state was ordered by the pop's
      * acquire (or the chunk's). */
-    *state = atomic_load_explicit(&rec->state, memory_order_relaxed);
+    *state = atomic_load_explicit(&(*rec)->state, memory_order_relaxed);
     return TW_OK;
 }
 

@@ -106,23 +106,14 @@ uint64_t tw_max_delay(const tw_service *s)
 /* ---- statistics -------------------------------------------------------------- */
 
 static _Atomic uint32_t stripe_next;
-static _Thread_local uint32_t stripe_mine = UINT32_MAX;
+_Thread_local uint32_t tw__stripe_mine = UINT32_MAX;
 
-tw_stripe *tw__stripe(tw_service *s)
+uint32_t tw__stripe_assign(void)
 {
-    if (stripe_mine == UINT32_MAX) {
-        /* Relaxed: any spread of threads over stripes will do. */
-        stripe_mine = atomic_fetch_add_explicit(&stripe_next, 1, memory_order_relaxed) %
+    /* Relaxed: any spread of threads over stripes will do. */
+    tw__stripe_mine = atomic_fetch_add_explicit(&stripe_next, 1, memory_order_relaxed) %
                       TW_STRIPES;
-    }
-    return &s->stripe[stripe_mine];
-}
-
-void tw__count(tw_service *s, size_t field_offset, uint64_t n)
-{
-    _Atomic uint64_t *c = (_Atomic uint64_t *)((char *)tw__stripe(s) + field_offset);
-    /* Relaxed: counters order nothing; a snapshot sums them. */
-    atomic_fetch_add_explicit(c, n, memory_order_relaxed);
+    return tw__stripe_mine;
 }
 
 void tw__count_rare(tw_service *s, int which)
@@ -177,14 +168,18 @@ void tw_stats_get(tw_service *s, tw_stats *out)
     memset(out, 0, sizeof *out);
     if (!s)
         return;
-    out->scheduled = SUM(s, scheduled);
+    uint64_t armed = SUM(s, armed), aborted = SUM(s, aborted);
+    uint64_t periodic_runs = SUM(s, periodic_runs);
+    out->scheduled = armed - aborted;
     out->fired = SUM(s, fired);
     out->cancelled = SUM(s, cancelled);
     out->rescheduled = SUM(s, rescheduled);
     out->dropped = SUM(s, dropped);
     out->overflowed = SUM(s, overflowed);
-    uint64_t armed = SUM(s, armed), disarmed = SUM(s, disarmed);
-    out->pending = armed > disarmed ? armed - disarmed : 0;
+    /* Summed one after the other: a busy service can show a transient
+     * imbalance, so clamp at zero; at rest the identity is exact. */
+    uint64_t left = out->cancelled + out->dropped + (out->fired - periodic_runs);
+    out->pending = out->scheduled > left ? out->scheduled - left : 0;
     /* Relaxed: a statistic. */
     out->ticks = atomic_load_explicit(&s->wheel.cur, memory_order_relaxed);
     for (int i = 0; i < TW_STRIPES; i++) {
@@ -247,6 +242,7 @@ int tw_create(const tw_config *cfg, tw_service **out)
     memset(s, 0, sizeof *s);
     s->cfg = c;
     s->max_delay = max_delay_of(c.tick_ns);
+    s->tick_recip = tw__tick_recip(c.tick_ns);
     pthread_mutex_init(&s->drain_lock, NULL);
     pthread_mutex_init(&s->stop_lock, NULL);
     atomic_init(&s->stop_state, TW_RUN);
@@ -310,7 +306,7 @@ static int schedule_commit(tw_service *s, tw_record *rec, uint32_t idx, uint64_t
                                                     memory_order_acq_rel,
                                                     memory_order_acquire)) {
             tw__rec_push_free(&s->rec, idx);
-            TW_COUNT(s, disarmed, 1);
+            TW_COUNT(s, aborted, 1);
             return TW_ESHUTDOWN;
         }
         return TW_OK; /* the sweep handed it to on_pending: it was armed */
@@ -321,7 +317,7 @@ static int schedule_commit(tw_service *s, tw_record *rec, uint32_t idx, uint64_t
                                                     memory_order_acq_rel,
                                                     memory_order_acquire)) {
             tw__rec_push_free(&s->rec, idx);
-            TW_COUNT(s, disarmed, 1);
+            TW_COUNT(s, aborted, 1);
             return TW_ENOMEM;
         }
         /* Cancelled or dropped meanwhile: its fate is settled. */
@@ -342,10 +338,10 @@ static int schedule_common(tw_service *s, uint64_t delay, uint64_t period,
         return rc;
     uint32_t idx;
     uint64_t st;
-    rc = tw__rec_alloc(&s->rec, &idx, &st);
+    tw_record *rec;
+    rc = tw__rec_alloc(&s->rec, &idx, &rec, &st);
     if (rc != TW_OK)
         return rc;
-    tw_record *rec = tw__rec(&s->rec, idx);
     rec->cb = cb;
     rec->arg = arg;
     rec->period = period;
@@ -365,7 +361,6 @@ static int schedule_common(tw_service *s, uint64_t delay, uint64_t period,
             *out = 0;
         return rc;
     }
-    TW_COUNT(s, scheduled, 1);
     return TW_OK;
 }
 
@@ -429,7 +424,6 @@ static int cancel_record(tw_service *s, tw_record *rec, tw_timer t)
     if (tw__st(want) == TW_ST_FREE)
         tw__rec_push_free(&s->rec, tw__handle_idx(t));
     TW_COUNT(s, cancelled, 1);
-    TW_COUNT(s, disarmed, 1);
     return TW_OK;
 }
 
@@ -578,7 +572,7 @@ int tw_advance(tw_service *s, uint64_t now_ns)
         atomic_store_explicit(&s->manual_now, now_ns, memory_order_release);
         tw_service *saved = tw__self.adv_s;
         tw__self.adv_s = s;
-        tw__wheel_step(s, now_ns / s->cfg.tick_ns);
+        tw__wheel_step(s, tw__tick_floor(s, now_ns));
         tw__deliver(s);
         tw__self.adv_s = saved;
     }
@@ -620,7 +614,6 @@ static bool drop_record(tw_service *s, uint32_t idx, tw_callback on_pending)
                                                  memory_order_seq_cst))
         return false;
     TW_COUNT(s, dropped, 1);
-    TW_COUNT(s, disarmed, 1);
     if (on_pending)
         on_pending(tw__handle(tw__gen(st), idx), rec->arg);
     if (!leased)

@@ -33,8 +33,8 @@
  * Entries therefore carry the epoch they are free for in EMPTY values, so
  * a producer delayed across a reopen can never publish into a later epoch.
  *
- * Room beyond slot_capacity: segment j >= 1 holds cap << j entries and is
- * made on first use (CAS-installed; the loser frees its copy). A producer
+ * Room beyond slot_capacity: overflow segment j >= 1 holds 64 << (j - 1)
+ * entries and is made on first use (CAS-installed; the loser frees its copy). A producer
  * makes the segment for position p before it reserves p, so a reserved
  * position always has memory and the drainer never allocates. Segments stay
  * with the slot until tw_destroy and are reused by later epochs (the EMPTY
@@ -51,13 +51,27 @@
 
 #define EMPTY_EPOCH_MASK (~TW_ENTRY_VALUE)
 
+/* Segment 0 is the fixed array (cap entries). Overflow position p = pos -
+ * cap lies in segment j >= 1, which holds TW_OVF0 << (j - 1) entries and
+ * covers p in [TW_OVF0 (2^(j-1) - 1), TW_OVF0 (2^j - 1)): shifts and a
+ * count of leading zeros, no division on the hot path. */
+#define TW_OVF0_SHIFT 6
 static uint32_t seg_of(uint32_t cap, uint32_t pos, uint32_t *off)
 {
-    /* Segment j covers [cap * (2^j - 1), cap * (2^(j+1) - 1)). */
-    uint64_t q = (uint64_t)pos / cap + 1;
-    uint32_t j = 63u - (uint32_t)__builtin_clzll(q);
-    *off = (uint32_t)((uint64_t)pos - (uint64_t)cap * ((1ull << j) - 1));
-    return j;
+    if (pos < cap) {
+        *off = pos;
+        return 0;
+    }
+    uint32_t p = pos - cap;
+    uint64_t q = ((uint64_t)p >> TW_OVF0_SHIFT) + 1;
+    uint32_t k = 63u - (uint32_t)__builtin_clzll(q);
+    *off = p - (uint32_t)(((1ull << k) - 1) << TW_OVF0_SHIFT);
+    return k + 1;
+}
+
+static size_t seg_len(uint32_t cap, uint32_t j)
+{
+    return j == 0 ? cap : (size_t)1 << (TW_OVF0_SHIFT + j - 1);
 }
 
 static tw_overflow *overflow_get(tw_slot *sl, bool make)
@@ -104,7 +118,7 @@ static int ensure_room(tw_slot *sl, uint32_t cap, uint32_t pos)
         return TW_ENOMEM;
     if (atomic_load_explicit(&o->seg[j], memory_order_acquire))
         return TW_OK;
-    _Atomic uint64_t *seg = calloc((size_t)cap << j, sizeof *seg);
+    _Atomic uint64_t *seg = calloc(seg_len(cap, j), sizeof *seg);
     if (!seg)
         return TW_ENOMEM;
     _Atomic uint64_t *none = NULL;

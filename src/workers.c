@@ -178,8 +178,8 @@ void tw__run_timer(tw_service *s, tw_timer h)
     tw_callback cb = rec->cb;
     void *arg = rec->arg;
     TW_COUNT(s, fired, 1);
-    if (!periodic)
-        TW_COUNT(s, disarmed, 1);
+    if (periodic)
+        TW_COUNT(s, periodic_runs, 1);
     uint64_t now = tw__clock_read(s) - s->origin;
     tw__note_lateness(s, now > deadline ? now - deadline : 0);
 
