@@ -24,6 +24,7 @@
 #include "internal.h"
 
 #include <limits.h>
+#include <sys/prctl.h>
 #include <time.h>
 #include <urcu/futex.h>
 
@@ -101,6 +102,10 @@ static void cursor_sleep(tw_service *s, uint64_t cur)
 static void *cursor_main(void *arg)
 {
     tw_service *s = arg;
+    /* The kernel may defer a sleeping thread's wake-up by its timer slack
+     * (50 us by default) to batch wake-ups; the cursor's wake-ups are what
+     * lateness is made of, so it asks for none. Failure only costs slack. */
+    (void)prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
     while (!quitting(s)) {
         uint64_t target = current_tick(s);
         /* Relaxed: this thread is the only writer of cur. */
