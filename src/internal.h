@@ -92,17 +92,20 @@ static inline uint64_t tw__with_st(uint64_t w, uint32_t st)
     return (w & ~(uint64_t)TW_ST_MASK) | st;
 }
 
+/* 32 bytes: a pending one-shot timer costs a record and an 8-byte slot
+ * entry. A periodic timer's period lives in a side array (tw__period),
+ * made only for chunks that hold one. */
 typedef struct tw_record {
     _Atomic uint64_t state;    /* see above; changes by CAS only (or by its owner) */
-    _Atomic uint64_t deadline; /* ns since the service's origin; written by the
-                                  owner (scheduler, lease holder, re-arming runner) */
-    uint64_t period;           /* ns; 0 = one-shot. Written by the scheduler before
-                                  it publishes PENDING, read by owners only */
-    tw_callback cb;            /* as period */
-    void *arg;                 /* as period */
-    _Atomic uint32_t free_next;/* free-list link: index + 1, 0 = end */
-    uint32_t spare;
+    _Atomic uint64_t deadline; /* live: ns since the service's origin, written by
+                                  the owner (scheduler, lease holder, re-arming
+                                  runner). FREE: the free-list link (index + 1,
+                                  0 = end) */
+    tw_callback cb;            /* written by the scheduler before it publishes
+                                  PENDING, read by owners only */
+    void *arg;                 /* as cb */
 } tw_record;
+_Static_assert(sizeof(tw_record) == 32, "a record is 32 bytes");
 
 #define TW_REC_CHUNK0_SHIFT 10            /* chunk j holds 1024 << j records */
 #define TW_REC_CHUNKS       22            /* 1024 * (2^22 - 1) >= 2^31 records */
@@ -110,6 +113,7 @@ typedef struct tw_record {
 
 typedef struct tw_records {
     _Atomic(tw_record *) chunk[TW_REC_CHUNKS];
+    _Atomic(uint64_t *) period[TW_REC_CHUNKS]; /* periods, per chunk, on demand */
     _Atomic uint64_t free_head TW_ALIGNED; /* tag (32) | index + 1 (32) */
     _Atomic uint32_t next_unused TW_ALIGNED; /* never-used indexes start here */
     uint32_t limit;                       /* max records (max_timers or TW_REC_MAX) */
@@ -131,6 +135,9 @@ static inline tw_record *tw__rec(const tw_records *r, uint32_t idx)
     tw_record *c = atomic_load_explicit(&((tw_records *)r)->chunk[j], memory_order_acquire);
     return c ? &c[idx - (((1u << j) - 1u) << TW_REC_CHUNK0_SHIFT)] : NULL;
 }
+/* The period slot of record idx (owners only); with make, allocate the
+ * chunk's side array if needed (NULL: out of memory). */
+uint64_t *tw__period(tw_records *r, uint32_t idx, bool make);
 /* Take a FREE record: its index, address and state word. TW_EAGAIN, TW_ENOMEM. */
 int  tw__rec_alloc(tw_records *r, uint32_t *idx, tw_record **rec, uint64_t *state);
 /* Give back a record its owner has taken out of every live state: stores

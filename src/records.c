@@ -1,10 +1,13 @@
 /*
  * records.c: timer records, their handles, and the free list.
  *
- * A record holds one timer: its state word, deadline, period, callback and
- * argument. Records live in a type-stable table: chunk j holds 1024 << j
- * records and is allocated on first use, never freed before tw_destroy, so
- * a thread holding a stale index always reads a record (never freed memory).
+ * A record holds one timer in 32 bytes: its state word, deadline, callback
+ * and argument (a periodic timer's period sits in a side array made for
+ * the chunks that need one). Records live in a type-stable table: chunk j
+ * holds 1024 << j records and is allocated on first use (zeroed, so pages
+ * of records never used are never touched), never freed before tw_destroy,
+ * so a thread holding a stale index always reads a record (never freed
+ * memory).
  * That is how we answer the ABA trap: generation tags, not grace periods.
  *
  *   - A handle is (generation << 32 | index); generations never take the
@@ -24,13 +27,14 @@
  * nothing from the user's threads and free the record at cancel time.
  *
  * Free list: a Treiber stack over record indexes with a 32-bit tag in the
- * head word (tag | index + 1), one 64-bit CAS. ck_stack would need the
+ * head word (tag | index + 1), one 64-bit CAS; a FREE record's deadline
+ * word holds its link. ck_stack would need the
  * double-width CAS that our TSan build cannot see (notes/DEPENDENCIES.md),
  * and liburcu's lfstack pops need RCU or a mutex; indexes into a
  * type-stable table make a single-word tagged stack enough. A pop reads the
  * `free_next` of a record that another thread may have popped and reused
- * meanwhile: that read is atomic and its value is discarded when the tag
- * CAS fails.
+ * meanwhile (its deadline word then holds a deadline): that read is atomic
+ * and its value is discarded when the tag CAS fails.
  *
  * Limits: at most 2^31 - 1 records (TW_REC_MAX, or max_timers); a
  * generation is reused after 2^32 reuses of one record, and a stale handle
@@ -72,8 +76,10 @@ static uint32_t next_gen_base(void)
 int tw__records_init(tw_records *r, uint64_t max_timers)
 {
     r->gen_base = next_gen_base();
-    for (int j = 0; j < TW_REC_CHUNKS; j++)
+    for (int j = 0; j < TW_REC_CHUNKS; j++) {
         atomic_init(&r->chunk[j], NULL);
+        atomic_init(&r->period[j], NULL);
+    }
     atomic_init(&r->free_head, 0);
     atomic_init(&r->next_unused, 0);
     r->limit = (max_timers == 0 || max_timers > TW_REC_MAX) ? TW_REC_MAX
@@ -86,7 +92,29 @@ void tw__records_fini(tw_records *r)
     for (int j = 0; j < TW_REC_CHUNKS; j++) {
         /* Relaxed: tw_destroy runs alone; thread joins ordered everything. */
         free(atomic_load_explicit(&r->chunk[j], memory_order_relaxed));
+        free(atomic_load_explicit(&r->period[j], memory_order_relaxed));
     }
+}
+
+uint64_t *tw__period(tw_records *r, uint32_t idx, bool make)
+{
+    uint32_t off;
+    uint32_t j = chunk_of(idx, &off);
+    /* Acquire: pairs with the release CAS that installed the array. */
+    uint64_t *p = atomic_load_explicit(&r->period[j], memory_order_acquire);
+    if (!p && make) {
+        uint64_t *fresh = calloc(chunk_len(j), sizeof *fresh);
+        if (!fresh)
+            return NULL;
+        /* Release on success publishes the zeroed array; the loser frees. */
+        if (atomic_compare_exchange_strong_explicit(&r->period[j], &p, fresh,
+                                                    memory_order_acq_rel,
+                                                    memory_order_acquire))
+            p = fresh;
+        else
+            free(fresh);
+    }
+    return p ? &p[off] : NULL;
 }
 
 tw_record *tw__rec_of(const tw_records *r, tw_timer t)
@@ -116,11 +144,11 @@ static int ensure_chunk(tw_records *r, uint32_t j)
     if (atomic_load_explicit(&r->chunk[j], memory_order_acquire))
         return TW_OK;
     uint32_t n = chunk_len(j);
+    /* Zeroed: state 0 (generation 0) is "never used"; fresh_index gives a
+     * record its first generation when it hands it out. */
     tw_record *c = calloc(n, sizeof *c);
     if (!c)
         return TW_ENOMEM;
-    for (uint32_t i = 0; i < n; i++)
-        atomic_init(&c[i].state, (uint64_t)r->gen_base << TW_GEN_SHIFT); /* FREE */
     tw_record *expected = NULL;
     /* Release on success: publishes the initialised chunk. Acquire on
      * failure: we use the winner's chunk instead. */
@@ -153,13 +181,16 @@ static int fresh_index(tw_records *r, uint32_t *idx)
         return rc;
     }
     *idx = i;
+    /* Relaxed: ours until published PENDING (seq_cst) by the scheduler. */
+    atomic_store_explicit(&tw__rec(r, i)->state, (uint64_t)r->gen_base << TW_GEN_SHIFT,
+                          memory_order_relaxed);
     return TW_OK;
 }
 
 static bool pop_free(tw_records *r, uint32_t *idx, tw_record **out)
 {
     ck_backoff_t backoff = CK_BACKOFF_INITIALIZER;
-    /* Acquire: the pushed record's free_next and FREE state are visible. */
+    /* Acquire: the pushed record's link and FREE state are visible. */
     uint64_t head = atomic_load_explicit(&r->free_head, memory_order_acquire);
     for (;;) {
         uint32_t top = (uint32_t)head;
@@ -167,7 +198,7 @@ static bool pop_free(tw_records *r, uint32_t *idx, tw_record **out)
             return false;
         tw_record *rec = tw__rec(r, top - 1);
         /* Relaxed: a stale read is discarded by the tagged CAS below. */
-        uint32_t next = atomic_load_explicit(&rec->free_next, memory_order_relaxed);
+        uint32_t next = (uint32_t)atomic_load_explicit(&rec->deadline, memory_order_relaxed);
         uint64_t want = (head & 0xffffffff00000000ull) + (1ull << 32) + next;
         /* Acquire on success: we own the record from here and read what the
          * freeing thread wrote before its release push. */
@@ -211,9 +242,9 @@ void tw__rec_push_free(tw_records *r, uint32_t idx)
     uint64_t head = atomic_load_explicit(&r->free_head, memory_order_relaxed);
     for (;;) {
         /* Relaxed: published by the release CAS below. */
-        atomic_store_explicit(&rec->free_next, (uint32_t)head, memory_order_relaxed);
+        atomic_store_explicit(&rec->deadline, (uint32_t)head, memory_order_relaxed);
         uint64_t want = (head & 0xffffffff00000000ull) + (1ull << 32) + idx + 1;
-        /* Release: the next popper sees free_next and the FREE state. */
+        /* Release: the next popper sees the link and the FREE state. */
         if (atomic_compare_exchange_weak_explicit(&r->free_head, &head, want,
                                                   memory_order_release,
                                                   memory_order_relaxed))

@@ -342,9 +342,16 @@ static int schedule_common(tw_service *s, uint64_t delay, uint64_t period,
     rc = tw__rec_alloc(&s->rec, &idx, &rec, &st);
     if (rc != TW_OK)
         return rc;
+    if (period) {
+        uint64_t *p = tw__period(&s->rec, idx, true);
+        if (!p) {
+            tw__rec_push_free(&s->rec, idx); /* still FREE and ours */
+            return TW_ENOMEM;
+        }
+        *p = period;
+    }
     rec->cb = cb;
     rec->arg = arg;
-    rec->period = period;
     /* Relaxed: published by the seq_cst store of the state below. */
     atomic_store_explicit(&rec->deadline, deadline, memory_order_relaxed);
     st = (st & ~0xffffffffull) | TW_ST_PENDING | (period ? TW_F_PERIODIC : 0);

@@ -471,8 +471,8 @@ static int check_records(check_ctx *x, uint64_t *pending)
             return fail(x, "record %llu in state %llu at rest%llu", idx, kind, 0);
         if (st & (TW_F_LEASE | TW_F_DONE | TW_F_MOVED | TW_F_CANCELREQ))
             return fail(x, "record %llu has transient flags %llx%llu", idx, st & 0xff, 0);
-        if (tw__gen(st) == 0)
-            return fail(x, "record %llu has generation 0%llu%llu", idx, 0, 0);
+        if (tw__gen(st) == 0 && kind != TW_ST_FREE)
+            return fail(x, "live record %llu has generation 0%llu%llu", idx, 0, 0);
         if (kind != TW_ST_PENDING)
             continue;
         (*pending)++;
@@ -500,7 +500,7 @@ static int check_free_list(check_ctx *x)
         if (tw__st(st) != TW_ST_FREE)
             return fail(x, "record %llu on the free list in state %llu%llu", top - 1,
                         tw__st(st), 0);
-        top = atomic_load_explicit(&rec->free_next, memory_order_acquire);
+        top = (uint32_t)atomic_load_explicit(&rec->deadline, memory_order_acquire);
     }
     return 0;
 }

@@ -138,7 +138,7 @@ static void finish_periodic(tw_service *s, tw_record *rec, uint32_t idx,
          * lease release below publishes it. */
         uint64_t next = (st & TW_F_MOVED)
             ? atomic_load_explicit(&rec->deadline, memory_order_relaxed)
-            : tw__next_period_deadline(s, deadline, rec->period);
+            : tw__next_period_deadline(s, deadline, *tw__period(&s->rec, idx, false));
         atomic_store_explicit(&rec->deadline, next, memory_order_relaxed);
         tw__lease_publish(s, rec, idx, true, tw__tick_of(s, next));
         return;
