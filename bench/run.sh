@@ -70,7 +70,7 @@ if [ -n "$INSTALL" ]; then
     echo "# installing: ${missing[*]}"
     as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
     as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-      "${missing[@]}" >/dev/null
+      "${missing[@]}" </dev/null >/dev/null
   fi
 fi
 
@@ -168,12 +168,13 @@ $1 ~ /^WL[0-9]$/ {
   impl = ""; key = $1 " " $2
   for (i = 3; i < NF; i++) {
     if ($i ~ /^impl=/) { impl = substr($i, 6); continue }
-    if (i == NF - 1) { split($i, kv, "="); fig = kv[1]; v = kv[2] + 0; continue }
+    if (i == NF - 1) { split($i, kv, "="); fig = kv[1]; v = kv[2]; continue }
     key = key " " $i
   }
   key = key " " fig " [" $NF "]"
   if (!(key in seen)) { seen[key] = 1; order[++nrows] = key; unit[key] = $NF; wl[key] = $1 }
-  cnt[key, impl]++; val[key, impl, cnt[key, impl]] = v
+  if (v == "n/a") { na[key, impl] = 1; next }
+  cnt[key, impl]++; val[key, impl, cnt[key, impl]] = v + 0
 }
 END {
   ni = split(impls, im, " ")
@@ -182,7 +183,7 @@ END {
   for (r = 1; r <= nrows; r++) {
     k = order[r]
     for (c = 1; c <= ni; c++) {
-      if (cnt[k, im[c]] == 0) { cell[r, c] = failed[wl[k], im[c]] ? "FAIL" : "-"; continue }
+      if (cnt[k, im[c]] == 0) { cell[r, c] = failed[wl[k], im[c]] ? "FAIL" : na[k, im[c]] ? "n/a" : "-"; continue }
       m = median(k, im[c]); med[r, c] = m; have[r, c] = 1
       cell[r, c] = fmt(m, unit[k])
       if (cnt[k, im[c]] > 1) cell[r, c] = cell[r, c] " (" fmt(lo[k, im[c]], unit[k]) "-" fmt(hi[k, im[c]], unit[k]) ")"
@@ -198,16 +199,17 @@ END {
       if (med[r, best] == 0) ratio[r] = "n/a (" im[best] " is 0)"
       else {
         q = med[r, tw] / med[r, best]
-        good = higher_better(unit[k]) ? q >= 1 : q <= 1
-        ratio[r] = sprintf("%.2f vs %s (%s)", q, im[best], good ? "better" : "worse")
+        verdict = (q > 0.98 && q < 1.02) ? "on par" : ((higher_better(unit[k]) ? q > 1 : q < 1) ? "better" : "worse")
+        ratio[r] = sprintf("%.2f vs %s (%s)", q, im[best], verdict)
       }
     }
   }
   for (c = 1; c <= ni; c++) { wc[c] = length(im[c]); for (r = 1; r <= nrows; r++) if (length(cell[r, c]) > wc[c]) wc[c] = length(cell[r, c]) }
   line = sprintf("%-" w0 "s", "figure")
   for (c = 1; c <= ni; c++) line = line sprintf(" | %" wc[c] "s", im[c])
-  print line " | timerwheel ratio"
-  gsub(/./, "-", line); print line "-+-----------------"
+  line = line " | timerwheel ratio"
+  print line
+  gsub(/./, "-", line); print line
   for (r = 1; r <= nrows; r++) {
     line = sprintf("%-" w0 "s", order[r])
     for (c = 1; c <= ni; c++) line = line sprintf(" | %" wc[c] "s", cell[r, c])

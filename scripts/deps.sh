@@ -12,6 +12,9 @@ installed() {
 # --no-install-recommends leaves out what the compilers only recommend:
 # libc6-dev (gcc), make (cmake) and clang's sanitizer runtimes, so name them.
 want=(cmake make gcc clang libc6-dev pkg-config libck-dev liburcu-dev libcmocka-dev)
+# scripts/test-consumer.sh compiles the header as C++ (g++; clang++ comes with
+# clang); scripts/test-manpages.sh renders the man pages (groff, man).
+want+=(g++ groff-base man-db)
 
 missing=()
 for p in "${want[@]}"; do

@@ -5,6 +5,9 @@
 #   clang  clang, -Werror, Debug                             unit tests
 #   tsan   clang, -Werror, ThreadSanitizer, RelWithDebInfo   stress + unit tests
 #   asan   gcc,   -Werror, ASan + UBSan, Debug               unit + stress tests
+#   ship   the install in a temporary prefix (reuses build/gcc, or configures
+#          it): scripts/test-consumer.sh (find_package, pkg-config, exported
+#          symbols, the header as C++) and scripts/test-manpages.sh
 #
 # Each builds in its own directory, build/<name>. Stops at the first failure.
 #   scripts/test.sh              all four
@@ -25,6 +28,7 @@ export TW_STRESS_SECONDS
 jobs="${TW_JOBS:-2}"
 
 all_configs=(gcc clang tsan asan)
+all_configs+=(ship)
 if [ "$#" -gt 0 ]; then configs=("$@"); else configs=("${all_configs[@]}"); fi
 for c in "${configs[@]}"; do
     case " ${all_configs[*]} " in *" $c "*) ;; *)
@@ -125,6 +129,13 @@ config_asan() {
     ctest_label asan unit -j "$jobs"
     ctest_label asan stress
     unset ASAN_OPTIONS UBSAN_OPTIONS TW_MODEL_OPS
+}
+
+config_ship() {
+    # A few seconds each; they (re)build only the libraries in build/gcc.
+    run "install + consumer outside the tree (scripts/test-consumer.sh)" \
+        "$repo/scripts/test-consumer.sh" build/gcc
+    run "man pages (scripts/test-manpages.sh)" "$repo/scripts/test-manpages.sh" build/gcc
 }
 
 for c in "${configs[@]}"; do

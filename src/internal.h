@@ -30,6 +30,12 @@
 
 #include <urcu/wfcqueue.h>
 
+/* CAS retry back-off (Concurrency Kit): exponential, capped at 4095 spins.
+ * CK's default cap (2^20 spins) lets a contended loop sleep-spin for
+ * milliseconds; our retries are short and re-read the word afterwards. */
+#define CK_BACKOFF_CEILING ((1u << 12) - 1)
+#include <ck_backoff.h>
+
 #define TW_CACHELINE 64
 #define TW_ALIGNED __attribute__((aligned(TW_CACHELINE)))
 

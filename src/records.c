@@ -210,6 +210,8 @@ static bool pop_free(tw_records *r, uint32_t *idx, tw_record **out)
             return true;
         }
         ck_backoff_eb(&backoff);
+        /* Acquire: re-read after backing off; the CAS's copy is stale by now. */
+        head = atomic_load_explicit(&r->free_head, memory_order_acquire);
     }
 }
 
@@ -250,6 +252,8 @@ void tw__rec_push_free(tw_records *r, uint32_t idx)
                                                   memory_order_relaxed))
             return;
         ck_backoff_eb(&backoff);
+        /* Relaxed: re-read after backing off; the CAS's copy is stale by now. */
+        head = atomic_load_explicit(&r->free_head, memory_order_relaxed);
     }
 }
 

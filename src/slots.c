@@ -168,6 +168,8 @@ int tw__slot_reserve(tw_slot *sl, uint32_t cap, uint32_t rot, uint32_t *pos,
             return rc;
         }
         ck_backoff_eb(&backoff);
+        /* Acquire: re-read after backing off; the CAS's copy is stale by now. */
+        w = atomic_load_explicit(&sl->word, memory_order_acquire);
     }
 }
 
@@ -185,6 +187,8 @@ int tw__slot_reserve_any(tw_slot *sl, uint32_t cap, uint32_t *pos, uint32_t *rot
             return rc;
         }
         ck_backoff_eb(&backoff);
+        /* Acquire: re-read after backing off; the CAS's copy is stale by now. */
+        w = atomic_load_explicit(&sl->word, memory_order_acquire);
     }
 }
 

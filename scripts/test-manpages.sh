@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# Ship check: the man pages (man/*.3).
+#
+#   scripts/test-manpages.sh [build-dir]     (default build/gcc)
+#
+# Installs the build into a temporary prefix (mktemp -d), then:
+# 1. Every page renders without a warning at 80 columns
+#    (`groff -t -man -Tutf8 -ww -z`); it has NAME, SYNOPSIS, DESCRIPTION,
+#    RETURN VALUE (or ERRORS), EXAMPLE and SEE ALSO sections.
+# 2. Every alias page is one `.so man3/<page>.3` line, its target exists and
+#    lists the alias in its NAME section, and `man --warnings -M
+#    <prefix>/share/man 3 <alias>` renders it from the installed tree.
+# 3. Every TW_API function of timerwheel.h has a page or an alias, and every
+#    page is installed in share/man/man3.
+# 4. Each EXAMPLE (the lines between `.\" example-begin` and
+#    `.\" example-end`, roff escapes undone) is compiled with -std=c11 -Wall
+#    -Wextra -Wpedantic -Werror against the installed header and library
+#    (pkg-config): built with gcc and run (it must exit 0 within 20 s), and
+#    checked by clang (-fsyntax-only).
+# Needs groff and man (scripts/deps.sh installs groff-base and man-db).
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo"
+build="${1:-build/gcc}"
+jobs="${TW_JOBS:-2}"
+
+say() { echo "test-manpages: $*"; }
+die() { echo "test-manpages: FAILED: $*" >&2; exit 1; }
+
+for tool in groff man gcc clang pkg-config; do
+    command -v "$tool" >/dev/null || die "$tool not found (scripts/deps.sh installs it)"
+done
+
+if [ ! -f "$build/CMakeCache.txt" ]; then
+    cmake -S . -B "$build" -DCMAKE_C_COMPILER=gcc -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+          -DTW_WERROR=ON >/dev/null
+fi
+cmake --build "$build" -j "$jobs" --target timerwheel timerwheel_static >/dev/null
+
+tmp="$(mktemp -d "${TMPDIR:-/tmp}/tw-manpages.XXXXXX")"
+trap 'rm -rf "$tmp"' EXIT
+prefix="$tmp/prefix"
+cmake --install "$build" --prefix "$prefix" >/dev/null
+libdir="$(sed -n 's/^CMAKE_INSTALL_LIBDIR:PATH=//p' "$build/CMakeCache.txt")"
+libdir="$prefix/${libdir:-lib}"
+mandir="$prefix/share/man"
+export PKG_CONFIG_PATH="$libdir/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+export MANWIDTH=80 LC_ALL=C.UTF-8 MANPAGER=cat PAGER=cat
+
+# Undo the roff escapes an example may use; any other escape is an error.
+unroff() {
+    local out
+    out="$(sed -e 's/\\e/\x01/g' -e 's/\\-/-/g' -e 's/\\&//g' -e "s/\\\\(aq/'/g" \
+               -e 's/\\(dq/"/g' -e 's/\\(ti/~/g' -e 's/\\(ha/^/g' -e 's/\\(rs/\x01/g' "$1")"
+    if printf '%s\n' "$out" | grep -n '\\' >&2; then
+        echo "unknown roff escape (above)" >&2
+        return 1
+    fi
+    printf '%s\n' "$out" | tr '\001' '\\'
+}
+
+pages=0 aliases=0 examples=0
+for page in man/*.3; do
+    name="$(basename "$page" .3)"
+    [ -f "$mandir/man3/$name.3" ] || die "$page is not installed in share/man/man3"
+    if head -1 "$page" | grep -q '^\.so '; then
+        # ---- alias ----
+        [ "$(wc -l <"$page")" -eq 1 ] || die "$page: an alias page is one .so line"
+        target="$(sed -n 's|^\.so man3/\(.*\)\.3$|\1|p' "$page")"
+        [ -n "$target" ] && [ -f "man/$target.3" ] || die "$page: .so target man3/$target.3 missing"
+        sed -n '/^\.SH NAME/,/^\.SH/p' "man/$target.3" | grep -q "\\b$name\\b" ||
+            die "$page: man/$target.3 does not list $name in its NAME section"
+        aliases=$((aliases + 1))
+        # From the installed tree, as a user reads it: the .so resolves.
+        out="$(man --warnings -M "$mandir" 3 "$name" 2>"$tmp/err")" ||
+            die "man 3 $name failed: $(cat "$tmp/err")"
+        [ ! -s "$tmp/err" ] || die "man 3 $name: $(cat "$tmp/err")"
+        [ -n "$out" ] || die "man 3 $name: empty"
+    else
+        # ---- page ----
+        cmp -s "$page" "$mandir/man3/$name.3" || die "$page: the installed copy differs"
+        # 80 columns, as man renders it (a table too wide is a warning).
+        err="$(groff -t -man -Tutf8 -ww -z -rLL=78n "$page" 2>&1)" || die "$page: groff failed: $err"
+        [ -z "$err" ] || die "$page: groff warnings:"$'\n'"$err"
+        for sec in NAME SYNOPSIS DESCRIPTION EXAMPLE "SEE ALSO"; do
+            grep -q "^\.SH \"\?$sec\"\?$" "$page" || die "$page: no $sec section"
+        done
+        if [ "$name" != timerwheel ]; then
+            grep -q '^\.SH "\?\(RETURN VALUE\|ERRORS\)"\?$' "$page" ||
+                die "$page: no RETURN VALUE section"
+        fi
+        # ---- examples ----
+        awk -v dir="$tmp" -v name="$name" '
+            /^\.\\" example-begin/ { n++; out = dir "/" name "_" n ".roff"; inb = 1; next }
+            /^\.\\" example-end/   { inb = 0; next }
+            inb && !/^\.(EX|EE)$/  { print > out }
+            END { if (inb) exit 1 }' "$page" || die "$page: example-begin without example-end"
+        found=0
+        for ex in "$tmp/${name}"_*.roff; do
+            [ -f "$ex" ] || continue
+            found=1
+            src="${ex%.roff}.c"
+            unroff "$ex" >"$src" || die "$page: example $(basename "$src")"
+            # shellcheck disable=SC2046  # pkg-config output is a list of words
+            gcc -std=c11 -Wall -Wextra -Wpedantic -Werror $(pkg-config --cflags timerwheel) \
+                "$src" -o "${src%.c}_gcc" $(pkg-config --libs timerwheel) \
+                -Wl,-rpath,"$libdir" -pthread ||
+                die "$page: the example ($(basename "$src")) does not compile with gcc"
+            # shellcheck disable=SC2046
+            clang -std=c11 -Wall -Wextra -Wpedantic -Werror $(pkg-config --cflags timerwheel) \
+                -fsyntax-only "$src" ||
+                die "$page: the example ($(basename "$src")) does not compile with clang"
+            timeout 20 "${src%.c}_gcc" >"$tmp/out" 2>&1 ||
+                { cat "$tmp/out" >&2; die "$page: the example ($(basename "$src")) failed"; }
+            examples=$((examples + 1))
+        done
+        [ "$found" = 1 ] || die "$page: no example between .\\\" example-begin and .\\\" example-end"
+        pages=$((pages + 1))
+    fi
+done
+
+# Every public function has a page or an alias.
+api="$(sed -n 's/^TW_API[^(]*[ *]\(tw_[a-z0-9_]*\)(.*/\1/p' include/timerwheel.h | sort -u)"
+for fn in $api; do
+    [ -f "man/$fn.3" ] || die "no man page for $fn (add man/$fn.3, or a .so alias)"
+done
+say "$pages pages and $aliases aliases render without warnings, installed;" \
+    "$examples examples compile (gcc, clang) and run; all $(echo "$api" | wc -l) API functions documented"
