@@ -67,6 +67,11 @@ enum {
     TW_RARE_COUNT
 };
 
+/* The calling thread's counter stripe (service.c): an index, and whether
+ * this thread alone uses that index (the first TW_STRIPES threads). */
+extern _Thread_local uint32_t tw__stripe_mine; /* UINT32_MAX: not assigned */
+extern _Thread_local bool tw__stripe_owned;
+
 /* ---- records.c --------------------------------------------------------- */
 
 /* State word: gen (32) | ver (24) | flags (8). */
@@ -117,6 +122,17 @@ _Static_assert(sizeof(tw_record) == 32, "a record is 32 bytes");
 #define TW_REC_CHUNKS       22            /* 1024 * (2^22 - 1) >= 2^31 records */
 #define TW_REC_MAX          0x7fffffffu   /* indexes 0 .. 2^31 - 2 */
 
+/* A thread's cache of free records (owned counter stripes only): churn
+ * (schedule, cancel, schedule...) reuses records without touching the shared
+ * free list. */
+#define TW_MAGAZINE 32
+typedef struct tw_magazine {
+    uint32_t n;
+    uint32_t idx[TW_MAGAZINE];
+} TW_ALIGNED tw_magazine;
+
+#define TW_STRIPES 16
+
 typedef struct tw_records {
     _Atomic(tw_record *) chunk[TW_REC_CHUNKS];
     _Atomic(uint64_t *) period[TW_REC_CHUNKS]; /* periods, per chunk, on demand */
@@ -124,6 +140,7 @@ typedef struct tw_records {
     _Atomic uint32_t next_unused TW_ALIGNED; /* never-used indexes start here */
     uint32_t limit;                       /* max records (max_timers or TW_REC_MAX) */
     uint32_t gen_base;                    /* first generation of every record */
+    tw_magazine mag[TW_STRIPES];          /* one per owned stripe (its thread only) */
 } tw_records;
 
 int  tw__records_init(tw_records *r, uint64_t max_timers);
@@ -253,6 +270,7 @@ typedef struct tw_wheel {
                                 slot was closed under them */
     _Atomic uint64_t cur TW_ALIGNED; /* end tick of the last range whose
                                         processing has started */
+    _Atomic uint64_t overflowed; /* beyond-capacity placements of drained slots */
     /* Drainer-private (the cursor thread, or the tw_advance caller). */
     tw_vec taken;            /* entries taken out of slots in this step */
     tw_vec due;              /* (deadline, handle) pairs claimed in this step */
@@ -269,6 +287,8 @@ void tw__place_internal(tw_service *s, uint32_t gen, uint32_t idx, uint64_t tick
 /* The cursor step: process every tick in (cur, target]; claimed timers end
  * in w->due as (deadline, handle) pairs, earliest first. Drainer only. */
 void tw__wheel_step(tw_service *s, uint64_t target);
+/* Placements that did not fit a slot's fixed array, drained or not. */
+uint64_t tw__wheel_overflowed(tw_service *s);
 /* The earliest tick after cur with work, or UINT64_MAX. Drainer only. */
 uint64_t tw__wheel_next_work(tw_service *s);
 
@@ -324,14 +344,13 @@ extern _Thread_local tw_running_tls tw__self;
 
 /* ---- service.c --------------------------------------------------------- */
 
-#define TW_STRIPES 16
 typedef struct tw_stripe {
     /* One counter per event, so each hot call pays one uncontended RMW:
      * scheduled = armed - aborted; pending = armed - aborted - cancelled
      * - dropped - (fired - periodic_runs): every armed timer leaves
      * pending through exactly one of those. */
     _Atomic uint64_t armed, aborted, fired, periodic_runs, cancelled, rescheduled,
-        dropped, overflowed;
+        dropped;
     _Atomic uint64_t max_lateness;
     _Atomic uint64_t lateness[TW_LATENESS_BUCKETS];
     _Atomic uint64_t rare[TW_RARE_COUNT];
@@ -367,9 +386,10 @@ struct tw_service {
     tw_stripe stripe[TW_STRIPES];
 };
 
-/* This thread's stripe: threads are spread over the stripes round-robin on
- * first use. Inline, as every hot call counts once. */
-extern _Thread_local uint32_t tw__stripe_mine;
+/* This thread's stripe. The first TW_STRIPES threads of the process each
+ * own one (a plain load and store count, no locked instruction); later
+ * threads share them round-robin and count with an atomic add. Inline, as
+ * every hot call counts once. */
 uint32_t tw__stripe_assign(void);
 static inline tw_stripe *tw__stripe(tw_service *s)
 {
@@ -378,9 +398,17 @@ static inline tw_stripe *tw__stripe(tw_service *s)
         i = tw__stripe_assign();
     return &s->stripe[i];
 }
-/* Relaxed: counters order nothing; a snapshot sums the stripes. */
-#define TW_COUNT(s, field, n) \
-    atomic_fetch_add_explicit(&tw__stripe(s)->field, (n), memory_order_relaxed)
+static inline void tw__count_add(_Atomic uint64_t *c, uint64_t n)
+{
+    /* Relaxed: counters order nothing; a snapshot sums the stripes. An
+     * owned stripe has one writer, so load + store loses no update. */
+    if (tw__stripe_owned)
+        atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n,
+                              memory_order_relaxed);
+    else
+        atomic_fetch_add_explicit(c, n, memory_order_relaxed);
+}
+#define TW_COUNT(s, field, n) tw__count_add(&tw__stripe(s)->field, (n))
 void tw__count_rare(tw_service *s, int which);
 void tw__note_lateness(tw_service *s, uint64_t late_ns);
 uint64_t tw__rare_total(tw_service *s, int which);

@@ -26,7 +26,10 @@
  * a cancelled record only after a grace period. Generation tags need
  * nothing from the user's threads and free the record at cancel time.
  *
- * Free list: a Treiber stack over record indexes with a 32-bit tag in the
+ * Free list: each of the first TW_STRIPES threads keeps up to TW_MAGAZINE
+ * freed records to itself (only when max_timers is not set), so churn on one
+ * thread does not touch shared memory; beyond that, a Treiber stack over
+ * record indexes with a 32-bit tag in the
  * head word (tag | index + 1), one 64-bit CAS; a FREE record's deadline
  * word holds its link. ck_stack would need the
  * double-width CAS that our TSan build cannot see (notes/DEPENDENCIES.md),
@@ -215,9 +218,22 @@ static bool pop_free(tw_records *r, uint32_t *idx, tw_record **out)
     }
 }
 
+/* This thread's magazine, if it has one: an owned stripe, and no
+ * max_timers cap (cached records would hide from a capped allocator). */
+static tw_magazine *my_magazine(tw_records *r)
+{
+    if (!tw__stripe_owned || r->limit != TW_REC_MAX)
+        return NULL;
+    return &r->mag[tw__stripe_mine];
+}
+
 int tw__rec_alloc(tw_records *r, uint32_t *idx, tw_record **rec, uint64_t *state)
 {
-    if (!pop_free(r, idx, rec)) {
+    tw_magazine *m = my_magazine(r);
+    if (m && m->n) {
+        *idx = m->idx[--m->n];
+        *rec = tw__rec(r, *idx);
+    } else if (!pop_free(r, idx, rec)) {
         int rc = fresh_index(r, idx);
         if (rc != TW_OK)
             return rc;
@@ -237,7 +253,19 @@ uint64_t tw__rec_free_state(uint64_t old_state)
     return (uint64_t)gen << TW_GEN_SHIFT | TW_ST_FREE;
 }
 
+static void push_shared(tw_records *r, uint32_t idx);
+
 void tw__rec_push_free(tw_records *r, uint32_t idx)
+{
+    tw_magazine *m = my_magazine(r);
+    if (m && m->n < TW_MAGAZINE) {
+        m->idx[m->n++] = idx; /* FREE already; ours until we hand it out */
+        return;
+    }
+    push_shared(r, idx);
+}
+
+static void push_shared(tw_records *r, uint32_t idx)
 {
     tw_record *rec = tw__rec(r, idx);
     ck_backoff_t backoff = CK_BACKOFF_INITIALIZER;

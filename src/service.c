@@ -107,19 +107,20 @@ uint64_t tw_max_delay(const tw_service *s)
 
 static _Atomic uint32_t stripe_next;
 _Thread_local uint32_t tw__stripe_mine = UINT32_MAX;
+_Thread_local bool tw__stripe_owned;
 
 uint32_t tw__stripe_assign(void)
 {
-    /* Relaxed: any spread of threads over stripes will do. */
-    tw__stripe_mine = atomic_fetch_add_explicit(&stripe_next, 1, memory_order_relaxed) %
-                      TW_STRIPES;
+    /* Relaxed: only uniqueness matters, which the RMW gives. */
+    uint32_t n = atomic_fetch_add_explicit(&stripe_next, 1, memory_order_relaxed);
+    tw__stripe_owned = n < TW_STRIPES;
+    tw__stripe_mine = n % TW_STRIPES;
     return tw__stripe_mine;
 }
 
 void tw__count_rare(tw_service *s, int which)
 {
-    /* Relaxed: a counter. */
-    atomic_fetch_add_explicit(&tw__stripe(s)->rare[which], 1, memory_order_relaxed);
+    tw__count_add(&tw__stripe(s)->rare[which], 1);
 }
 
 static unsigned lateness_bucket(uint64_t ns)
@@ -133,9 +134,8 @@ static unsigned lateness_bucket(uint64_t ns)
 void tw__note_lateness(tw_service *s, uint64_t late_ns)
 {
     tw_stripe *st = tw__stripe(s);
-    /* Relaxed: counters and a running maximum order nothing. */
-    atomic_fetch_add_explicit(&st->lateness[lateness_bucket(late_ns)], 1,
-                              memory_order_relaxed);
+    tw__count_add(&st->lateness[lateness_bucket(late_ns)], 1);
+    /* Relaxed: a running maximum orders nothing. */
     uint64_t m = atomic_load_explicit(&st->max_lateness, memory_order_relaxed);
     while (late_ns > m &&
            !atomic_compare_exchange_weak_explicit(&st->max_lateness, &m, late_ns,
@@ -175,7 +175,7 @@ void tw_stats_get(tw_service *s, tw_stats *out)
     out->cancelled = SUM(s, cancelled);
     out->rescheduled = SUM(s, rescheduled);
     out->dropped = SUM(s, dropped);
-    out->overflowed = SUM(s, overflowed);
+    out->overflowed = tw__wheel_overflowed(s);
     /* Summed one after the other: a busy service can show a transient
      * imbalance, so clamp at zero; at rest the identity is exact. */
     uint64_t left = out->cancelled + out->dropped + (out->fired - periodic_runs);

@@ -162,8 +162,6 @@ static int place_late(tw_service *s, uint64_t value)
             continue; /* the step is draining it; the other one is open */
         if (rc != TW_SLOT_OK)
             return rc;
-        if (pos >= w->cap)
-            TW_COUNT(s, overflowed, 1);
         if (tw__slot_publish(&w->late[j], w->cap, pos, rot, value)) {
             /* Relaxed: a hint for the wake-up only. */
             tw__cursor_poke(s, atomic_load_explicit(&w->cur, memory_order_relaxed) + 1);
@@ -205,8 +203,6 @@ static int place_once(tw_service *s, uint64_t value, uint64_t k)
         return rc;
     uint64_t epoch = e - (uint64_t)behind * (1ull << (sh + w->bits));
     occupancy_mark(w, l, i);
-    if (pos >= w->cap)
-        TW_COUNT(s, overflowed, 1);
     if (!tw__slot_publish(sl, w->cap, pos, epoch, value)) {
         tw__count_rare(s, TW_RARE_TOMBSTONED);
         return 1;
@@ -252,11 +248,45 @@ static void occupancy_clear(tw_wheel *w, uint32_t l, uint32_t i)
                               ~(1ull << (i % 64)), memory_order_relaxed);
 }
 
+/* Placements beyond the fixed arrays are counted here, by the drainer, from
+ * each slot's final count, not by an atomic add on every placement;
+ * tw__wheel_overflowed adds what the slots hold now. */
+static void count_overflow(tw_wheel *w, uint32_t n)
+{
+    if (n > w->cap) {
+        /* Relaxed: a statistic; only the drainer writes it. */
+        atomic_store_explicit(&w->overflowed,
+                              atomic_load_explicit(&w->overflowed, memory_order_relaxed) +
+                                  (n - w->cap),
+                              memory_order_relaxed);
+    }
+}
+
 static void drain_slot(tw_wheel *w, uint32_t l, uint32_t i, uint64_t target)
 {
     uint64_t next = next_epoch_after(w, l, i, target);
     occupancy_clear(w, l, i);
-    tw__slot_drain(slot_at(w, l, i), w->cap, next, rot_of(w, l, next), &w->taken);
+    count_overflow(w, tw__slot_drain(slot_at(w, l, i), w->cap, next, rot_of(w, l, next),
+                                     &w->taken));
+}
+
+static uint64_t slot_overflow_now(const tw_wheel *w, tw_slot *sl)
+{
+    /* Relaxed: a statistic. */
+    uint64_t n = atomic_load_explicit(&sl->word, memory_order_relaxed) & TW_SLOT_COUNT_MASK;
+    return n > w->cap ? n - w->cap : 0;
+}
+
+uint64_t tw__wheel_overflowed(tw_service *s)
+{
+    tw_wheel *w = &s->wheel;
+    /* Relaxed: a statistic, summed while producers may be placing. */
+    uint64_t sum = atomic_load_explicit(&w->overflowed, memory_order_relaxed);
+    for (size_t i = 0; i < (size_t)w->levels * w->nslots; i++)
+        sum += slot_overflow_now(w, &w->slot[i]);
+    for (int j = 0; j < LATE_SLOTS; j++)
+        sum += slot_overflow_now(w, &w->late[j]);
+    return sum;
 }
 
 /* Drain every slot of level l whose epoch lies in (c, T]. */
@@ -334,7 +364,7 @@ void tw__wheel_step(tw_service *s, uint64_t T)
     for (uint32_t l = w->levels; l-- > 0;)
         drain_level(w, l, c, T);
     for (int j = 0; j < LATE_SLOTS; j++)
-        tw__slot_drain_late(&w->late[j], w->cap, &w->taken);
+        count_overflow(w, tw__slot_drain_late(&w->late[j], w->cap, &w->taken));
     for (size_t n = 0; n < w->taken.n; n++)
         take_entry(s, w->taken.v[n], T);
     /* Earliest first: always with the MANUAL clock (tests and event loops
