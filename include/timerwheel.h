@@ -101,7 +101,7 @@ typedef enum { TW_CLOCK_MONOTONIC = 0, TW_CLOCK_MANUAL = 1 } tw_clock;
 typedef struct tw_config {
     uint64_t tick_ns;        /* slot interval; default 1 ms; valid 1 us .. 1 s */
     uint32_t wheel_slots;    /* slots per wheel level; power of two, 2 .. 65536;
-                                default 256. Levels are added until the wheel
+                                default 4096. Levels are added until the wheel
                                 spans at least 2^42 ticks. */
     uint32_t slot_capacity;  /* entries in a slot's fixed array before overflow
                                 handling; 1 .. 2^20, default 16. A fuller slot
@@ -127,7 +127,7 @@ typedef struct tw_stats {
     uint64_t max_lateness_ns;/* worst (callback start - deadline) seen */
 } tw_stats;
 
-/* Fill `cfg` with the defaults: 1 ms tick, 256 slots per level, capacity
+/* Fill `cfg` with the defaults: 1 ms tick, 4096 slots per level, capacity
  * 16, 2 workers, no cap, MONOTONIC clock. Any thread. */
 TW_API void tw_config_init(tw_config *cfg);
 

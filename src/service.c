@@ -73,7 +73,7 @@ void tw_config_init(tw_config *cfg)
         return;
     memset(cfg, 0, sizeof *cfg);
     cfg->tick_ns = 1000000;
-    cfg->wheel_slots = 256;
+    cfg->wheel_slots = 4096; /* see wheel.c: delays up to 4 s never cascade */
     cfg->slot_capacity = 16;
     cfg->workers = 2;
     cfg->max_timers = 0;

@@ -4,16 +4,21 @@
  * the drainer's thread (MANUAL clock, or workers = 0), or on a pool of
  * worker threads, so that a slow callback delays only its worker.
  *
- * Hand-off: the list is cut into batches of TW_BATCH handles and enqueued
+ * Hand-off: the list is cut into batches (a quarter of the list per
+ * worker, at most TW_BATCH handles) and enqueued
  * on a liburcu wait-free concurrent queue (wfcqueue): the cursor's enqueue
  * never blocks; workers dequeue one batch at a time (the queue's dequeue
  * lock is held for the dequeue only, never across a callback). A batch
  * holds handles, not record pointers: a timer cancelled while queued fails
  * the FIRING -> RUNNING CAS and is skipped, whatever became of its record.
  *
- * A worker about to run a callback first hands the rest of its batch back to
- * the queue when another worker is asleep, so one slow callback never holds
- * up the timers batched with it.
+ * Batch size is the trade between hand-off cost and isolation: with a
+ * quarter of the due list per worker in each batch, a slow callback holds up
+ * only its few batch-mates while the other workers take the rest; a burst
+ * of a million still moves in 256s. (Handing the rest of a batch back
+ * before each callback isolated slow callbacks fully, but two workers then
+ * passed batches back and forth with a wake-up per callback, which made
+ * lateness worse for everyone.)
  *
  * Sleeping: workers and cancel_sync waiters sleep on futex words
  * (urcu/futex.h). Each wait follows the same pattern: read the word's
@@ -32,7 +37,6 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
-#include <string.h>
 #include <time.h>
 #include <urcu/futex.h>
 
@@ -225,9 +229,15 @@ void tw__deliver(tw_service *s)
         due->n = 0;
         return;
     }
+    /* Batches small enough that every worker gets several (a slow callback
+     * then holds up only its few batch-mates), large enough that a burst of
+     * a million moves in 256s. */
+    size_t per = (n + 4 * (size_t)s->pool.nthreads - 1) / (4 * (size_t)s->pool.nthreads);
+    if (per > TW_BATCH)
+        per = TW_BATCH;
     for (size_t i = 0; i < n;) {
         tw_batch *b = malloc(sizeof *b);
-        size_t take = n - i < TW_BATCH ? n - i : TW_BATCH;
+        size_t take = n - i < per ? n - i : per;
         if (!b) {
             run_inline(s, due->v + 2 * i, take); /* never lose a due timer */
         } else {
@@ -247,30 +257,10 @@ static tw_batch *pool_take(tw_pool *p)
     return node ? caa_container_of(node, tw_batch, node) : NULL;
 }
 
-/* Before a callback that might be slow, hand the rest of the batch back to
- * the queue if another worker is asleep, so one slow callback delays only
- * its own worker, never the timers that happen to share its batch. */
-static void share_rest(tw_service *s, tw_batch *b, uint32_t next)
-{
-    tw_pool *p = &s->pool;
-    /* Relaxed: a hint; the enqueue's own wake-up protocol is exact. */
-    if (next >= b->n || atomic_load_explicit(&p->sleepers, memory_order_relaxed) == 0)
-        return;
-    tw_batch *rest = malloc(sizeof *rest);
-    if (!rest)
-        return;
-    rest->n = b->n - next;
-    memcpy(rest->h, b->h + next, rest->n * sizeof *rest->h);
-    b->n = next;
-    pool_enqueue(s, rest);
-}
-
 static void run_batch(tw_service *s, tw_batch *b)
 {
-    for (uint32_t i = 0; i < b->n; i++) {
-        share_rest(s, b, i + 1);
+    for (uint32_t i = 0; i < b->n; i++)
         tw__run_timer(s, b->h[i]);
-    }
     free(b);
 }
 

@@ -59,7 +59,7 @@ static void config_init_defaults(void **state)
     memset(&cfg, 0xff, sizeof cfg);
     tw_config_init(&cfg);
     assert_true(cfg.tick_ns == 1000000);
-    assert_int_equal(cfg.wheel_slots, 256);
+    assert_int_equal(cfg.wheel_slots, 4096);
     assert_int_equal(cfg.slot_capacity, 16);
     assert_int_equal(cfg.workers, 2);
     assert_true(cfg.max_timers == 0);
