@@ -6,7 +6,7 @@
 set -euo pipefail
 
 installed() {
-    dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"
+    [ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null)" = "install ok installed" ]
 }
 
 # --no-install-recommends leaves out what the compilers only recommend:

@@ -95,9 +95,13 @@ cmake --build "$tmp/cmake" -j "$jobs" >"$tmp/build.log" 2>&1 ||
 # The shared library is found through the build tree's rpath (CMake).
 "$tmp/cmake/consumer" "$version" >/dev/null || die "consumer (find_package, shared) failed"
 "$tmp/cmake/consumer_static" "$version" >/dev/null || die "consumer (find_package, static) failed"
-ldd "$tmp/cmake/consumer" | grep -q "$libdir/libtimerwheel.so.$major" ||
+# Capture first: `ldd | grep -q` under pipefail fails when grep exits early
+# and ldd dies of SIGPIPE.
+deps="$(ldd "$tmp/cmake/consumer")"
+grep -q "$libdir/libtimerwheel.so.$major" <<<"$deps" ||
     die "consumer (find_package) does not use the installed libtimerwheel.so.$major"
-if ldd "$tmp/cmake/consumer_static" | grep -q libtimerwheel; then
+deps="$(ldd "$tmp/cmake/consumer_static")"
+if grep -q libtimerwheel <<<"$deps"; then
     die "consumer_static is linked with the shared library"
 fi
 say "find_package: consumer (shared) and consumer_static run"

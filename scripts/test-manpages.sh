@@ -64,12 +64,12 @@ pages=0 aliases=0 examples=0
 for page in man/*.3; do
     name="$(basename "$page" .3)"
     [ -f "$mandir/man3/$name.3" ] || die "$page is not installed in share/man/man3"
-    if head -1 "$page" | grep -q '^\.so '; then
+    if [[ "$(head -1 "$page")" == .so\ * ]]; then
         # ---- alias ----
         [ "$(wc -l <"$page")" -eq 1 ] || die "$page: an alias page is one .so line"
         target="$(sed -n 's|^\.so man3/\(.*\)\.3$|\1|p' "$page")"
         [ -n "$target" ] && [ -f "man/$target.3" ] || die "$page: .so target man3/$target.3 missing"
-        sed -n '/^\.SH NAME/,/^\.SH/p' "man/$target.3" | grep -q "\\b$name\\b" ||
+        grep -q "\\b$name\\b" <<<"$(sed -n '/^\.SH NAME/,/^\.SH/p' "man/$target.3")" ||
             die "$page: man/$target.3 does not list $name in its NAME section"
         aliases=$((aliases + 1))
         # From the installed tree, as a user reads it: the .so resolves.
