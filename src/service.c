@@ -295,33 +295,29 @@ static int deadline_of(tw_service *s, uint64_t delay, uint64_t *deadline)
     return TW_OK;
 }
 
+/* Undo an arming that cannot complete: true if we took the timer back,
+ * false if a cancel or the stop sweep got it first (its fate is settled and
+ * the arming stands). */
+static bool take_back(tw_service *s, tw_record *rec, uint32_t idx, uint64_t st)
+{
+    /* Acq_rel: one CAS decides between us and a cancel or the sweep. */
+    if (!atomic_compare_exchange_strong_explicit(&rec->state, &st, tw__rec_free_state(st),
+                                                 memory_order_acq_rel,
+                                                 memory_order_acquire))
+        return false;
+    tw__rec_push_free(&s->rec, idx);
+    TW_COUNT(s, aborted, 1);
+    return true;
+}
+
 /* The record is armed and PENDING: place it, unless stop came meanwhile. */
 static int schedule_commit(tw_service *s, tw_record *rec, uint32_t idx, uint64_t st,
                            uint64_t deadline)
 {
-    if (stopping(s)) {
-        uint64_t freed = tw__rec_free_state(st);
-        /* Acq_rel: take our timer back unless the stop sweep has it. */
-        if (atomic_compare_exchange_strong_explicit(&rec->state, &st, freed,
-                                                    memory_order_acq_rel,
-                                                    memory_order_acquire)) {
-            tw__rec_push_free(&s->rec, idx);
-            TW_COUNT(s, aborted, 1);
-            return TW_ESHUTDOWN;
-        }
-        return TW_OK; /* the sweep handed it to on_pending: it was armed */
-    }
-    if (tw__place(s, tw__gen(st), idx, tw__tick_of(s, deadline)) != TW_OK) {
-        uint64_t freed = tw__rec_free_state(st);
-        if (atomic_compare_exchange_strong_explicit(&rec->state, &st, freed,
-                                                    memory_order_acq_rel,
-                                                    memory_order_acquire)) {
-            tw__rec_push_free(&s->rec, idx);
-            TW_COUNT(s, aborted, 1);
-            return TW_ENOMEM;
-        }
-        /* Cancelled or dropped meanwhile: its fate is settled. */
-    }
+    if (stopping(s))
+        return take_back(s, rec, idx, st) ? TW_ESHUTDOWN : TW_OK;
+    if (tw__place(s, tw__gen(st), idx, tw__tick_of(s, deadline)) != TW_OK)
+        return take_back(s, rec, idx, st) ? TW_ENOMEM : TW_OK;
     return TW_OK;
 }
 
