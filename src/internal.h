@@ -250,7 +250,7 @@ uint32_t tw__slot_drain(tw_slot *sl, uint32_t cap, uint64_t next_epoch,
  * if something was reserved in it). */
 uint32_t tw__slot_drain_late(tw_slot *sl, uint32_t cap, tw_vec *out);
 _Atomic uint64_t *tw__slot_entry(tw_slot *sl, uint32_t cap, uint32_t pos);
-void tw__slot_fini(tw_slot *sl);
+void tw__slot_fini(tw_slot *sl, uint32_t cap);
 
 /* ---- wheel.c ----------------------------------------------------------- */
 

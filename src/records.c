@@ -45,7 +45,6 @@
  */
 #include "internal.h"
 
-#include <ck_backoff.h>
 #include <stdlib.h>
 
 static uint32_t chunk_of(uint32_t idx, uint32_t *offset)

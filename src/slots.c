@@ -46,8 +46,8 @@
  */
 #include "internal.h"
 
-#include <ck_backoff.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 
 #define EMPTY_EPOCH_MASK (~TW_ENTRY_VALUE)
 
@@ -106,6 +106,30 @@ _Atomic uint64_t *tw__slot_entry(tw_slot *sl, uint32_t cap, uint32_t pos)
     return seg ? &seg[off] : NULL;
 }
 
+/* Overflow segments of 64 KiB and more are mapped, not taken from malloc:
+ * their pages stay unbacked until entries are written, so the unused tail
+ * of a slot's last segment costs no memory (malloc would hand back recycled,
+ * zeroed, resident memory). */
+#define TW_SEG_MAP_BYTES (64u * 1024u)
+
+static _Atomic uint64_t *seg_alloc(uint32_t cap, uint32_t j)
+{
+    size_t bytes = seg_len(cap, j) * sizeof(_Atomic uint64_t);
+    if (bytes < TW_SEG_MAP_BYTES)
+        return calloc(seg_len(cap, j), sizeof(_Atomic uint64_t));
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+static void seg_free(_Atomic uint64_t *seg, uint32_t cap, uint32_t j)
+{
+    size_t bytes = seg_len(cap, j) * sizeof(_Atomic uint64_t);
+    if (bytes < TW_SEG_MAP_BYTES)
+        free(seg);
+    else if (seg)
+        munmap(seg, bytes);
+}
+
 /* Make sure position pos has memory before anyone reserves it. */
 static int ensure_room(tw_slot *sl, uint32_t cap, uint32_t pos)
 {
@@ -118,7 +142,7 @@ static int ensure_room(tw_slot *sl, uint32_t cap, uint32_t pos)
         return TW_ENOMEM;
     if (atomic_load_explicit(&o->seg[j], memory_order_acquire))
         return TW_OK;
-    _Atomic uint64_t *seg = calloc(seg_len(cap, j), sizeof *seg);
+    _Atomic uint64_t *seg = seg_alloc(cap, j);
     if (!seg)
         return TW_ENOMEM;
     _Atomic uint64_t *none = NULL;
@@ -126,7 +150,7 @@ static int ensure_room(tw_slot *sl, uint32_t cap, uint32_t pos)
     if (!atomic_compare_exchange_strong_explicit(&o->seg[j], &none, seg,
                                                  memory_order_acq_rel,
                                                  memory_order_acquire))
-        free(seg);
+        seg_free(seg, cap, j);
     return TW_OK;
 }
 
@@ -287,13 +311,15 @@ uint32_t tw__slot_drain_late(tw_slot *sl, uint32_t cap, tw_vec *out)
     return drain_reserved(sl, cap, n, next, next, out);
 }
 
-void tw__slot_fini(tw_slot *sl)
+void tw__slot_fini(tw_slot *sl, uint32_t cap)
 {
     /* Relaxed: tw_destroy runs alone. */
     tw_overflow *o = atomic_load_explicit(&sl->ovf, memory_order_relaxed);
     if (!o)
         return;
-    for (int j = 0; j < TW_SLOT_SEGS; j++)
-        free(atomic_load_explicit(&o->seg[j], memory_order_relaxed));
+    /* Relaxed: tw_destroy runs alone. Segment 0 is the fixed array, owned
+     * by the wheel. */
+    for (uint32_t j = 1; j < TW_SLOT_SEGS; j++)
+        seg_free(atomic_load_explicit(&o->seg[j], memory_order_relaxed), cap, j);
     free(o);
 }

@@ -130,10 +130,10 @@ void tw__wheel_fini(tw_wheel *w)
 {
     if (w->slot) {
         for (size_t i = 0; i < (size_t)w->levels * w->nslots; i++)
-            tw__slot_fini(&w->slot[i]);
+            tw__slot_fini(&w->slot[i], w->cap);
     }
     for (int j = 0; j < LATE_SLOTS; j++)
-        tw__slot_fini(&w->late[j]);
+        tw__slot_fini(&w->late[j], w->cap);
     free(w->slot);
     free((void *)w->entries);
     free((void *)w->occ);
