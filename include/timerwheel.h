@@ -207,7 +207,7 @@ TW_API int tw_cancel_sync(tw_service *s, tw_timer t);
  * reschedule meanwhile. A timer with deadline D has started when
  * tw_advance(now) returns for any now >= D + tick_ns.
  * Returns TW_OK; TW_EINVAL (s NULL, MONOTONIC service, now_ns below the
- * current clock); TW_EDEADLK (called from a callback of this service);
+ * current clock or above 2^63 - 2^31 ns, 292 years); TW_EDEADLK (called from a callback of this service);
  * TW_ESHUTDOWN (after tw_stop). */
 TW_API int tw_advance(tw_service *s, uint64_t now_ns);
 
@@ -237,7 +237,7 @@ TW_API void tw_destroy(tw_service *s);
 /* ---- Extensions ---------------------------------------------------------- */
 
 /* The longest delay tw_schedule accepts, in ns: at least 2^40 ticks or
- * 2^63 ns, whichever is smaller. Any thread. */
+ * 2^63 ns, whichever is smaller, at any clock value. Any thread. */
 TW_API uint64_t tw_max_delay(const tw_service *s);
 
 /* Lateness histogram: bucket 0 counts callback starts 0 .. 1023 ns late;

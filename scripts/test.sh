@@ -8,6 +8,8 @@
 #   ship   the install in a temporary prefix (reuses build/gcc, or configures
 #          it): scripts/test-consumer.sh (find_package, pkg-config, exported
 #          symbols, the header as C++) and scripts/test-manpages.sh
+#   fuzz   clang, libFuzzer + ASan + UBSan: scripts/test-fuzz.sh
+#          (TW_FUZZ_SECONDS, default 60 when CI=true, else 30)
 #
 # Each builds in its own directory, build/<name>. Stops at the first failure.
 #   scripts/test.sh              all four
@@ -29,6 +31,7 @@ jobs="${TW_JOBS:-2}"
 
 all_configs=(gcc clang tsan asan)
 all_configs+=(ship)
+all_configs+=(fuzz)
 if [ "$#" -gt 0 ]; then configs=("$@"); else configs=("${all_configs[@]}"); fi
 for c in "${configs[@]}"; do
     case " ${all_configs[*]} " in *" $c "*) ;; *)
@@ -136,6 +139,11 @@ config_ship() {
     run "install + consumer outside the tree (scripts/test-consumer.sh)" \
         "$repo/scripts/test-consumer.sh" build/gcc
     run "man pages (scripts/test-manpages.sh)" "$repo/scripts/test-manpages.sh" build/gcc
+}
+
+config_fuzz() {
+    # libFuzzer + ASan/UBSan on the API, build/fuzz; TW_FUZZ_SECONDS.
+    run "fuzz (scripts/test-fuzz.sh)" "$repo/scripts/test-fuzz.sh"
 }
 
 for c in "${configs[@]}"; do

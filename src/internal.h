@@ -254,6 +254,10 @@ void tw__slot_fini(tw_slot *sl, uint32_t cap);
 
 /* ---- wheel.c ----------------------------------------------------------- */
 
+/* The latest time a MANUAL clock may be set to (292 years): with delays up
+ * to 2^63 ns, now + delay + one tick then always fits in 64 bits, so
+ * tw_max_delay holds at every clock value. CLOCK_MONOTONIC never gets there. */
+#define TW_CLOCK_MAX_NS ((1ull << 63) - (1ull << 31))
 #define TW_WHEEL_SPAN_BITS 42 /* levels are added until the wheel spans 2^42 ticks */
 #define TW_HORIZON_TICKS   ((1ull << 41) - 1) /* longest delay, in ticks */
 

@@ -288,10 +288,9 @@ static int deadline_of(tw_service *s, uint64_t delay, uint64_t *deadline)
 {
     if (delay > s->max_delay)
         return TW_ERANGE;
-    uint64_t now = tw__clock_read(s) - s->origin;
-    if (delay > UINT64_MAX - now - s->cfg.tick_ns)
-        return TW_ERANGE;
-    *deadline = now + delay;
+    /* now <= TW_CLOCK_MAX_NS and delay <= 2^63: the sum and one more tick
+     * fit in 64 bits. */
+    *deadline = tw__clock_read(s) - s->origin + delay;
     return TW_OK;
 }
 
@@ -568,7 +567,8 @@ int tw_advance(tw_service *s, uint64_t now_ns)
     /* Relaxed: the drain lock orders the advancing threads. */
     if (stopping(s))
         rc = TW_ESHUTDOWN;
-    else if (now_ns < atomic_load_explicit(&s->manual_now, memory_order_relaxed))
+    else if (now_ns < atomic_load_explicit(&s->manual_now, memory_order_relaxed) ||
+             now_ns > TW_CLOCK_MAX_NS)
         rc = TW_EINVAL;
     if (rc == TW_OK) {
         /* Release: a thread that reads the new time sees what we did before. */

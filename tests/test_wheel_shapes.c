@@ -60,7 +60,7 @@ static void run_shape(uint32_t slots, uint64_t tick)
     }
     size_t ns = 0;
     for (size_t i = 0; i < n; i++) {
-        stops[ns++] = v[i].deadline - 1;
+        stops[ns++] = v[i].deadline ? v[i].deadline - 1 : 0; /* no wrap to UINT64_MAX */
         stops[ns++] = v[i].deadline + tick;
     }
     qsort(stops, ns, sizeof *stops, cmp_u64);

@@ -1,0 +1,392 @@
+/* test_overload.c: overload. A million timers due in one tick, the
+ * max_timers cap, one worker saturated by slow callbacks, tw_stop under
+ * full producer load.
+ *
+ * Sizes shrink under sanitizers: TW_OVERLOAD_SCALE (a factor in (0, 1],
+ * default 1) or, when it is unset and TW_MODEL_OPS is set (the sanitizer
+ * configurations of scripts/test.sh set it), 0.1. */
+#include "tw_test.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <time.h>
+
+static double t_scale(void)
+{
+    const char *e = getenv("TW_OVERLOAD_SCALE");
+    if (e != NULL && *e != '\0') {
+        double f = strtod(e, NULL);
+        if (f > 0 && f <= 1)
+            return f;
+    }
+    if (getenv("TW_MODEL_OPS") != NULL)
+        return 0.1;
+    return 1.0;
+}
+
+static size_t scaled(size_t n)
+{
+    size_t m = (size_t)((double)n * t_scale());
+    return m < 10 ? 10 : m;
+}
+
+static void sleep_ns(uint64_t ns)
+{
+    struct timespec ts = {(time_t)(ns / T_S), (long)(ns % T_S)};
+    while (nanosleep(&ts, &ts) != 0) {
+    }
+}
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * T_S + (uint64_t)ts.tv_nsec;
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    t_reset_cb_errors();
+    t_seq = 0;
+    return 0;
+}
+
+/* ---- a million timers due in one tick ---------------------------------- */
+
+static unsigned char *g_counts;
+static tw_service *g_s;
+static uint64_t g_deadline;
+
+static void count_fire(tw_timer t, void *arg)
+{
+    (void)t;
+    size_t i = (size_t)(uintptr_t)arg;
+    CB_EXPECT(tw_now(g_s) >= g_deadline + 999, "early: %" PRIu64 " < %" PRIu64,
+              tw_now(g_s), g_deadline + 999);
+    if (g_counts[i] < 255)
+        g_counts[i]++;
+}
+
+static void million_in_one_tick(void **state)
+{
+    (void)state;
+    enum { CAP = 4 };
+    size_t n = scaled(1000000);
+    tw_service *s = t_service(T_MS, 16, CAP);
+    g_s = s;
+    g_counts = calloc(n, 1);
+    assert_non_null(g_counts);
+    ADVANCE(s, 7 * T_MS + 123);
+    g_deadline = tw_now(s) + 2 * T_MS;
+    for (size_t i = 0; i < n; i++) {
+        /* all deadlines inside one tick: (9 ms, 9 ms + 1 tick] */
+        uint64_t d = 2 * T_MS + (i % 1000);
+        if (tw_schedule(s, d, count_fire, (void *)(uintptr_t)i, NULL) != TW_OK)
+            fail_msg("schedule %zu failed", i);
+    }
+    CHECK(s);
+    tw_stats st;
+    t_stats(s, &st);
+    assert_int_equal(st.pending, n);
+    ADVANCE(s, g_deadline - 124); /* just before the tick boundary */
+    t_stats(s, &st);
+    assert_int_equal(st.fired, 0);
+    ADVANCE(s, g_deadline + T_MS);
+    size_t bad = 0, first_bad = n;
+    for (size_t i = 0; i < n; i++)
+        if (g_counts[i] != 1) {
+            bad++;
+            if (first_bad == n)
+                first_bad = i;
+        }
+    if (bad != 0)
+        fail_msg("%zu of %zu timers did not fire exactly once (first: %zu, %d runs)",
+                 bad, n, first_bad, g_counts[first_bad]);
+    t_stats(s, &st);
+    assert_int_equal(st.fired, n);
+    assert_int_equal(st.pending, 0);
+    if (st.overflowed < n - CAP)
+        fail_msg("overflowed %" PRIu64 " < %zu", st.overflowed, n - CAP);
+    ASSERT_STATS_IDENTITY(st);
+    free(g_counts);
+    g_counts = NULL;
+    tw_destroy(s);
+}
+
+/* ---- max_timers ----------------------------------------------------------- */
+
+static void max_timers_cap(void **state)
+{
+    (void)state;
+    enum { MAX = 1000 };
+    tw_config c;
+    tw_config_init(&c);
+    c.clock = TW_CLOCK_MANUAL;
+    c.workers = 0;
+    c.wheel_slots = 8;
+    c.slot_capacity = 4;
+    c.max_timers = MAX;
+    tw_service *s = t_service_cfg(&c);
+    static t_timer v[MAX + 10];
+    for (int i = 0; i < MAX; i++)
+        t_arm_nocheck(s, &v[i], (uint64_t)(i % 50 + 1) * T_MS);
+    CHECK(s);
+    tw_stats before, after;
+    t_stats(s, &before);
+    tw_timer out = 99;
+    ASSERT_RC(tw_schedule(s, T_MS, t_noop, NULL, &out), TW_EAGAIN);
+    ASSERT_RC(tw_schedule(s, 0, t_noop, NULL, &out), TW_EAGAIN);
+    ASSERT_RC(tw_schedule_every(s, T_MS, T_MS, t_noop, NULL, &out), TW_EAGAIN);
+    assert_int_equal(out, 99);
+    CHECK(s);
+    t_stats(s, &after);
+    assert_memory_equal(&before, &after, sizeof before);
+    assert_int_equal(after.pending, MAX);
+    /* cancel 10: exactly 10 more fit */
+    for (int i = 0; i < 10; i++) {
+        ASSERT_RC(tw_cancel(s, v[i * 7].h), TW_OK);
+        v[i * 7].cancelled = 1;
+    }
+    CHECK(s);
+    for (int i = 0; i < 10; i++)
+        t_arm_nocheck(s, &v[MAX + i], 60 * T_MS);
+    ASSERT_RC(tw_schedule(s, T_MS, t_noop, NULL, &out), TW_EAGAIN);
+    assert_int_equal(out, 99);
+    CHECK(s);
+    t_stats(s, &after);
+    assert_int_equal(after.pending, MAX);
+    assert_int_equal(after.scheduled, MAX + 10);
+    assert_int_equal(after.cancelled, 10);
+    assert_int_equal(after.fired, 0);
+    /* nothing else changed: everything fires once at its time */
+    for (uint64_t now = T_MS; now <= 62 * T_MS; now += T_MS) {
+        ADVANCE(s, now);
+        t_expect_due(v, MAX + 10, now, T_MS);
+    }
+    for (int i = 0; i < MAX + 10; i++)
+        assert_int_equal(v[i].runs, v[i].cancelled ? 0 : 1);
+    t_stats(s, &after);
+    assert_int_equal(after.pending, 0);
+    ASSERT_STATS_IDENTITY(after);
+    /* in use again from zero: MAX fit once more */
+    for (int i = 0; i < MAX; i++)
+        ASSERT_RC(tw_schedule(s, T_S, t_noop, NULL, NULL), TW_OK);
+    ASSERT_RC(tw_schedule(s, T_S, t_noop, NULL, NULL), TW_EAGAIN);
+    CHECK(s);
+    tw_destroy(s);
+}
+
+/* ---- one worker saturated by slow callbacks ------------------------------ */
+
+#define SLOW_NS (20 * T_MS)
+
+typedef struct slow_timer {
+    atomic_int fired;
+    atomic_int dropped;
+} slow_timer;
+
+static void slow_fire(tw_timer t, void *arg)
+{
+    (void)t;
+    slow_timer *x = arg;
+    atomic_fetch_add(&x->fired, 1);
+    sleep_ns(SLOW_NS);
+}
+
+static void slow_drop(tw_timer t, void *arg)
+{
+    (void)t;
+    slow_timer *x = arg;
+    atomic_fetch_add(&x->dropped, 1);
+}
+
+static void saturated_worker(void **state)
+{
+    (void)state;
+    enum { FIRST = 50, MORE = 100 };
+    tw_config c;
+    tw_config_init(&c);
+    c.clock = TW_CLOCK_MONOTONIC;
+    c.workers = 1;
+    c.tick_ns = T_MS;
+    c.wheel_slots = 64;
+    tw_service *s = t_service_cfg(&c);
+    static slow_timer v[FIRST + MORE];
+    for (int i = 0; i < FIRST + MORE; i++) {
+        atomic_init(&v[i].fired, 0);
+        atomic_init(&v[i].dropped, 0);
+    }
+    for (int i = 0; i < FIRST; i++)
+        ASSERT_RC(tw_schedule(s, 5 * T_MS, slow_fire, &v[i], NULL), TW_OK);
+    /* 50 x 20 ms on one worker: about 1 s */
+    uint64_t limit = mono_ns() + 20 * T_S;
+    tw_stats st;
+    for (;;) {
+        tw_stats_get(s, &st);
+        if (st.fired == FIRST)
+            break;
+        if (mono_ns() > limit)
+            fail_msg("only %" PRIu64 " of %d slow timers fired in 20 s", st.fired, FIRST);
+        sleep_ns(5 * T_MS);
+    }
+    if (st.max_lateness_ns <= 100 * T_MS)
+        fail_msg("max_lateness_ns %" PRIu64 " <= 100 ms with a saturated worker",
+                 st.max_lateness_ns);
+    for (int i = 0; i < FIRST; i++)
+        assert_int_equal(atomic_load(&v[i].fired), 1);
+    /* the last callback may still run; arm 100 more, due at once */
+    for (int i = FIRST; i < FIRST + MORE; i++)
+        ASSERT_RC(tw_schedule(s, 0, slow_fire, &v[i], NULL), TW_OK);
+    sleep_ns(50 * T_MS); /* a few start, most wait for the worker */
+    ASSERT_RC(tw_stop(s, slow_drop), TW_OK);
+    CHECK(s);
+    int fired = 0, dropped = 0;
+    for (int i = 0; i < FIRST + MORE; i++) {
+        int f = atomic_load(&v[i].fired), d = atomic_load(&v[i].dropped);
+        if (f + d != 1)
+            fail_msg("timer %d: fired %d, dropped %d (want exactly one)", i, f, d);
+        fired += f;
+        dropped += d;
+    }
+    assert_true(dropped > 0);
+    tw_stats_get(s, &st);
+    assert_int_equal(st.fired, (uint64_t)fired);
+    assert_int_equal(st.dropped, (uint64_t)dropped);
+    assert_int_equal(st.pending, 0);
+    assert_int_equal(st.scheduled, FIRST + MORE);
+    ASSERT_STATS_IDENTITY(st);
+    tw_destroy(s);
+}
+
+/* ---- tw_stop under full producer load ------------------------------------- */
+
+enum { PRODUCERS = 4 };
+
+typedef struct load_timer {
+    atomic_uchar fired;
+    atomic_uchar dropped;
+    unsigned char shutdown; /* the schedule call returned TW_ESHUTDOWN */
+    unsigned char other;    /* it returned something else (an error) */
+} load_timer;
+
+typedef struct producer {
+    pthread_t th;
+    tw_service *s;
+    load_timer *v;
+    size_t cap;
+    size_t used;     /* timers the producer tried to arm */
+    int other_rc;    /* an unexpected code, or 0 */
+} producer;
+
+static atomic_int g_go;
+
+static void load_fire(tw_timer t, void *arg)
+{
+    (void)t;
+    load_timer *x = arg;
+    atomic_fetch_add(&x->fired, 1);
+}
+
+static void load_drop(tw_timer t, void *arg)
+{
+    (void)t;
+    load_timer *x = arg;
+    atomic_fetch_add(&x->dropped, 1);
+}
+
+static void *produce(void *arg)
+{
+    producer *p = arg;
+    while (!atomic_load(&g_go)) {
+    }
+    for (size_t i = 0; i < p->cap; i++) {
+        load_timer *x = &p->v[i];
+        int rc = tw_schedule(p->s, (uint64_t)(i % 4) * T_MS / 2, load_fire, x, NULL);
+        p->used = i + 1;
+        if (rc == TW_ESHUTDOWN) {
+            x->shutdown = 1;
+            break;
+        }
+        if (rc != TW_OK) {
+            x->other = 1;
+            p->other_rc = rc;
+            break;
+        }
+    }
+    return NULL;
+}
+
+static void stop_under_full_load(void **state)
+{
+    (void)state;
+    size_t cap = scaled(2000000);
+    tw_config c;
+    tw_config_init(&c);
+    c.clock = TW_CLOCK_MONOTONIC;
+    c.workers = 2;
+    c.tick_ns = 100 * T_US;
+    c.wheel_slots = 64;
+    c.slot_capacity = 8;
+    tw_service *s = t_service_cfg(&c);
+    static producer p[PRODUCERS];
+    atomic_store(&g_go, 0);
+    for (int k = 0; k < PRODUCERS; k++) {
+        p[k].s = s;
+        p[k].cap = cap;
+        p[k].used = 0;
+        p[k].other_rc = 0;
+        p[k].v = calloc(cap, sizeof *p[k].v);
+        assert_non_null(p[k].v);
+        assert_int_equal(pthread_create(&p[k].th, NULL, produce, &p[k]), 0);
+    }
+    atomic_store(&g_go, 1);
+    sleep_ns(150 * T_MS);
+    ASSERT_RC(tw_stop(s, load_drop), TW_OK);
+    for (int k = 0; k < PRODUCERS; k++)
+        assert_int_equal(pthread_join(p[k].th, NULL), 0);
+    CHECK(s);
+    uint64_t fired = 0, dropped = 0, shut = 0;
+    for (int k = 0; k < PRODUCERS; k++) {
+        if (p[k].other_rc != 0)
+            fail_msg("producer %d: tw_schedule returned %s", k, t_code(p[k].other_rc));
+        for (size_t i = 0; i < p[k].used; i++) {
+            load_timer *x = &p[k].v[i];
+            int f = atomic_load(&x->fired), d = atomic_load(&x->dropped);
+            if (f + d + x->shutdown != 1)
+                fail_msg("producer %d timer %zu: fired %d, dropped %d, ESHUTDOWN %d",
+                         k, i, f, d, x->shutdown);
+            fired += (uint64_t)f;
+            dropped += (uint64_t)d;
+            shut += x->shutdown;
+        }
+        for (size_t i = p[k].used; i < p[k].cap; i++) {
+            load_timer *x = &p[k].v[i];
+            if (atomic_load(&x->fired) || atomic_load(&x->dropped))
+                fail_msg("producer %d: an unarmed timer %zu ran", k, i);
+        }
+    }
+    tw_stats st;
+    tw_stats_get(s, &st);
+    assert_int_equal(st.fired, fired);
+    assert_int_equal(st.dropped, dropped);
+    assert_int_equal(st.pending, 0);
+    assert_int_equal(st.scheduled, fired + dropped);
+    ASSERT_STATS_IDENTITY(st);
+    print_message("stop under load: fired %" PRIu64 ", dropped %" PRIu64
+                  ", ESHUTDOWN %" PRIu64 "\n", fired, dropped, shut);
+    tw_destroy(s);
+    for (int k = 0; k < PRODUCERS; k++)
+        free(p[k].v);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup(million_in_one_tick, setup),
+        cmocka_unit_test_setup(max_timers_cap, setup),
+        cmocka_unit_test_setup(saturated_worker, setup),
+        cmocka_unit_test_setup(stop_under_full_load, setup),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
