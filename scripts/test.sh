@@ -10,6 +10,9 @@
 #          symbols, the header as C++) and scripts/test-manpages.sh
 #   fuzz   clang, libFuzzer + ASan + UBSan: scripts/test-fuzz.sh
 #          (TW_FUZZ_SECONDS, default 60 when CI=true, else 30)
+#   proof  scripts/test-proof.sh model inject valgrind: the Spin model of
+#          the slot protocol, the stress tests with injected yields (TSan,
+#          build/inject), valgrind memcheck over build/gcc's unit tests
 #
 # Each builds in its own directory, build/<name>. Stops at the first failure.
 #   scripts/test.sh              all four
@@ -32,6 +35,7 @@ jobs="${TW_JOBS:-2}"
 all_configs=(gcc clang tsan asan)
 all_configs+=(ship)
 all_configs+=(fuzz)
+all_configs+=(proof)
 if [ "$#" -gt 0 ]; then configs=("$@"); else configs=("${all_configs[@]}"); fi
 for c in "${configs[@]}"; do
     case " ${all_configs[*]} " in *" $c "*) ;; *)
@@ -144,6 +148,12 @@ config_ship() {
 config_fuzz() {
     # libFuzzer + ASan/UBSan on the API, build/fuzz; TW_FUZZ_SECONDS.
     run "fuzz (scripts/test-fuzz.sh)" "$repo/scripts/test-fuzz.sh"
+}
+
+config_proof() {
+    # Fuzzing is the 'fuzz' configuration; test-proof.sh alone runs it too.
+    run "proof (scripts/test-proof.sh model inject valgrind)" \
+        "$repo/scripts/test-proof.sh" model inject valgrind
 }
 
 for c in "${configs[@]}"; do

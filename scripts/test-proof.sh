@@ -1,0 +1,183 @@
+#!/usr/bin/env bash
+# Proof under fire: the checks beyond the unit and stress tests.
+#
+#   model     Spin model of the slot protocol (stress/model/run.sh):
+#             exhaustive searches of small configurations, every rare path
+#             reachable, and the deliberately broken variants caught
+#   fuzz      libFuzzer + ASan/UBSan on the API against an oracle
+#             (scripts/test-fuzz.sh; TW_FUZZ_SECONDS, default 60 when
+#             CI=true, else 30)
+#   inject    a ThreadSanitizer build with TW_INJECT_YIELDS (build/inject):
+#             the stress programs with yields injected at the protocol's
+#             delicate points, rare_paths requiring every rare path
+#   valgrind  memcheck over every unit test executable of build/gcc
+#             (definite and indirect leaks are errors)
+#
+#   scripts/test-proof.sh                  all four, in that order
+#   scripts/test-proof.sh inject valgrind  only those
+# Environment: TW_FUZZ_SECONDS, TW_STRESS_SECONDS (each stress test of the
+# inject step; default 3 when CI=true, else 5), TW_MODEL_FULL=1 (larger
+# model searches, ~5 more minutes), TW_JOBS (parallelism, default 2).
+# Stops at the first failing step. About 6 minutes on 2 cores with CI=true.
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo"
+
+if [ "${CI:-}" = "true" ]; then
+    : "${TW_STRESS_SECONDS:=3}"
+else
+    : "${TW_STRESS_SECONDS:=5}"
+fi
+export TW_STRESS_SECONDS
+jobs="${TW_JOBS:-2}"
+
+all_steps=(model fuzz inject valgrind)
+if [ "$#" -gt 0 ]; then steps=("$@"); else steps=("${all_steps[@]}"); fi
+for st in "${steps[@]}"; do
+    case " ${all_steps[*]} " in *" $st "*) ;; *)
+        echo "test-proof.sh: unknown step '$st' (known: ${all_steps[*]})" >&2; exit 2;;
+    esac
+done
+
+current=""
+summary=()
+start_all=$SECONDS
+
+fail() {
+    echo >&2
+    echo "test-proof.sh: FAILED in step '$current': $*" >&2
+    if [ "${#summary[@]}" -gt 0 ]; then
+        printf '  passed before it: %s\n' "${summary[@]}" >&2
+    fi
+    exit 1
+}
+
+run() { # description, command...
+    local what="$1"; shift
+    echo "---- [proof/$current] $what"
+    "$@" || fail "$what"
+}
+
+apt_install() { # packages...
+    echo "test-proof.sh: installing $*"
+    local sudo=()
+    [ "$(id -u)" -eq 0 ] || sudo=(sudo)
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
+        apt-get install -y -qq --no-install-recommends "$@" </dev/null
+}
+
+# ---- model ------------------------------------------------------------------
+
+step_model() {
+    run "Spin model (stress/model/run.sh)" env TW_MODEL_DIR="$repo/build/model" \
+        "$repo/stress/model/run.sh"
+}
+
+# ---- fuzz -------------------------------------------------------------------
+
+step_fuzz() {
+    [ -x "$repo/scripts/test-fuzz.sh" ] || fail "scripts/test-fuzz.sh is missing"
+    run "libFuzzer (scripts/test-fuzz.sh)" "$repo/scripts/test-fuzz.sh"
+}
+
+# ---- inject -----------------------------------------------------------------
+
+# Older clang TSan runtimes fail to start ("unexpected memory mapping") on
+# kernels with many bits of mmap randomisation; run them without ASLR then
+# (as scripts/test.sh does).
+tsan_wrap=()
+tsan_probe() {
+    local dir="build/inject/probe"
+    mkdir -p "$dir"
+    printf 'int main(void) { return 0; }\n' >"$dir/probe.c"
+    clang -fsanitize=thread "$dir/probe.c" -o "$dir/probe" || fail "clang -fsanitize=thread cannot link"
+    if "$dir/probe" >/dev/null 2>&1; then return 0; fi
+    if setarch "$(uname -m)" -R "$dir/probe" >/dev/null 2>&1; then
+        echo "---- [proof/inject] TSan runtime needs ASLR off here: running under setarch -R"
+        tsan_wrap=(setarch "$(uname -m)" -R)
+        return 0
+    fi
+    fail "a ThreadSanitizer program does not start on this machine"
+}
+
+step_inject() {
+    mkdir -p build/inject
+    tsan_probe
+    run "configure (clang, TSan, TW_INJECT_YIELDS)" \
+        cmake -S . -B build/inject -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+              -DTW_WERROR=ON -DTW_SANITIZE=thread -DTW_INJECT_YIELDS=ON \
+              -DTW_BUILD_STRESS=ON -DTW_BUILD_TESTS=OFF -DTW_BUILD_EXAMPLES=OFF
+    run "build" cmake --build build/inject -j "$jobs"
+    # One at a time: each is timed and uses every core. halt_on_error=0:
+    # every race of a run is reported; TSan still exits 66 if it saw one.
+    run "ctest -L stress with injected yields (TW_STRESS_SECONDS=$TW_STRESS_SECONDS)" \
+        env TSAN_OPTIONS="halt_on_error=0 second_deadlock_stack=1 suppressions=$repo/share/timerwheel/tsan.supp" \
+        "${tsan_wrap[@]}" ctest --test-dir build/inject -L stress --output-on-failure \
+            --no-tests=error --timeout 600
+    local log="build/inject/Testing/Temporary/LastTest.log"
+    if [ -f "$log" ]; then
+        echo "---- [proof/inject] rare paths taken:"
+        awk '/ Testing: /{name=$3} /^rare paths:/{sub(/^rare paths: */, ""); printf "      %-38s %s\n", name, $0}' \
+            "$log" || true
+    fi
+}
+
+# ---- valgrind -----------------------------------------------------------------
+
+# One unit test executable under memcheck; its output goes to a log.
+valgrind_one() { # executable, log
+    local exe="$1" log="$2" t0=$SECONDS rc=0
+    (cd "$(dirname "$exe")" &&
+     valgrind --error-exitcode=1 --leak-check=full \
+              --errors-for-leak-kinds=definite,indirect \
+              --show-leak-kinds=definite,indirect "./$(basename "$exe")") \
+        >"$log" 2>&1 || rc=$?
+    if [ "$rc" -eq 0 ]; then
+        echo "      ok     $(basename "$exe") ($((SECONDS - t0)) s)"
+    else
+        echo "      FAILED $(basename "$exe") (exit $rc; $log)"
+    fi
+    return "$rc"
+}
+
+step_valgrind() {
+    command -v valgrind >/dev/null 2>&1 || apt_install valgrind
+    if [ ! -f build/gcc/CMakeCache.txt ]; then
+        run "configure build/gcc (as scripts/test.sh gcc)" \
+            cmake -S . -B build/gcc -DCMAKE_C_COMPILER=gcc -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+                  -DTW_WERROR=ON
+    fi
+    run "build build/gcc" cmake --build build/gcc -j "$jobs"
+    local exes=()
+    mapfile -t exes < <(find build/gcc/tests -maxdepth 1 -type f -executable -name 'tw_test_*' | sort)
+    [ "${#exes[@]}" -gt 0 ] || fail "no unit test executables in build/gcc/tests"
+    mkdir -p build/gcc/valgrind
+    echo "---- [proof/valgrind] memcheck over ${#exes[@]} unit test executables ($jobs at a time)"
+    local failed=0 pids=() i
+    for exe in "${exes[@]}"; do
+        valgrind_one "$exe" "build/gcc/valgrind/$(basename "$exe").log" &
+        pids+=($!)
+        if [ "${#pids[@]}" -ge "$jobs" ]; then
+            wait "${pids[0]}" || failed=$((failed + 1))
+            pids=("${pids[@]:1}")
+        fi
+    done
+    for i in "${pids[@]}"; do
+        wait "$i" || failed=$((failed + 1))
+    done
+    [ "$failed" -eq 0 ] || fail "$failed unit test executable(s) failed under valgrind (logs in build/gcc/valgrind/)"
+}
+
+for st in "${steps[@]}"; do
+    current="$st"
+    t0=$SECONDS
+    echo "==== [proof/$st] ==============================================="
+    "step_$st"
+    summary+=("$st ($((SECONDS - t0)) s)")
+done
+
+echo
+echo "test-proof.sh: all passed in $((SECONDS - start_all)) s:"
+printf '  %s\n' "${summary[@]}"
