@@ -84,27 +84,12 @@ step_fuzz() {
 
 # ---- inject -----------------------------------------------------------------
 
-# Older clang TSan runtimes fail to start ("unexpected memory mapping") on
-# kernels with many bits of mmap randomisation; run them without ASLR then
-# (as scripts/test.sh does).
-tsan_wrap=()
-tsan_probe() {
-    local dir="build/inject/probe"
-    mkdir -p "$dir"
-    printf 'int main(void) { return 0; }\n' >"$dir/probe.c"
-    clang -fsanitize=thread "$dir/probe.c" -o "$dir/probe" || fail "clang -fsanitize=thread cannot link"
-    if "$dir/probe" >/dev/null 2>&1; then return 0; fi
-    if setarch "$(uname -m)" -R "$dir/probe" >/dev/null 2>&1; then
-        echo "---- [proof/inject] TSan runtime needs ASLR off here: running under setarch -R"
-        tsan_wrap=(setarch "$(uname -m)" -R)
-        return 0
-    fi
-    fail "a ThreadSanitizer program does not start on this machine"
-}
+# shellcheck source=scripts/tsan-probe.sh
+. "$repo/scripts/tsan-probe.sh"
 
 step_inject() {
     mkdir -p build/inject
-    tsan_probe
+    tsan_probe build/inject proof/inject
     run "configure (clang, TSan, TW_INJECT_YIELDS)" \
         cmake -S . -B build/inject -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo \
               -DTW_WERROR=ON -DTW_SANITIZE=thread -DTW_INJECT_YIELDS=ON \

@@ -81,22 +81,8 @@ ctest_label() {
               --no-tests=error --timeout 600 "$@"
 }
 
-# Older clang TSan runtimes fail to start ("unexpected memory mapping") on
-# kernels with many bits of mmap randomisation; run them without ASLR then.
-tsan_wrap=()
-tsan_probe() {
-    local dir="build/tsan/probe"
-    mkdir -p "$dir"
-    printf 'int main(void) { return 0; }\n' >"$dir/probe.c"
-    clang -fsanitize=thread "$dir/probe.c" -o "$dir/probe" || fail "clang -fsanitize=thread cannot link"
-    if "$dir/probe" >/dev/null 2>&1; then return 0; fi
-    if setarch "$(uname -m)" -R "$dir/probe" >/dev/null 2>&1; then
-        echo "---- [tsan] TSan runtime needs ASLR off here: running tests under setarch -R"
-        tsan_wrap=(setarch "$(uname -m)" -R)
-        return 0
-    fi
-    fail "a ThreadSanitizer program does not start on this machine"
-}
+# shellcheck source=scripts/tsan-probe.sh
+. "$repo/scripts/tsan-probe.sh"
 
 config_gcc() {
     configure_build gcc gcc RelWithDebInfo -DTW_WERROR=ON
@@ -116,7 +102,7 @@ config_tsan() {
     # builds run it in full.
     export TW_MODEL_OPS="${TW_MODEL_OPS:-60000}"
     mkdir -p build/tsan
-    tsan_probe
+    tsan_probe build/tsan tsan
     configure_build tsan clang RelWithDebInfo -DTW_WERROR=ON -DTW_SANITIZE=thread -DTW_BUILD_STRESS=ON
     # Stress tests one at a time: each is timed and uses every core.
     run "ctest -L stress (TW_STRESS_SECONDS=$TW_STRESS_SECONDS)" \
