@@ -5,12 +5,16 @@
 #
 # Installs what is missing (Debian packages: the library's build
 # dependencies via scripts/deps.sh when present, libevent-dev,
-# default-jdk-headless, libnetty-java), builds twbench (cmake Release,
-# -DTW_BUILD_BENCH=ON, into build/bench) and the Netty peer (javac against
-# the packaged netty-common.jar), runs every workload against timerwheel,
-# heap, libevent and netty (WL1 and WL3 three times each: min/median/max),
-# and prints one table: a row per figure, a column per implementation, and
-# timerwheel's ratio to the best other column.
+# default-jdk-headless, libnetty-java), builds twbench and twfloor (cmake
+# Release, -DTW_BUILD_BENCH=ON, into build/bench) and the Netty peer (javac
+# against the packaged netty-common.jar), runs every workload against
+# timerwheel, heap, libevent and netty (WL1 and WL3 three times each:
+# min/median/max), and prints one table: a row per figure, a column per
+# implementation, and timerwheel's ratio to the best other column. Then
+# twfloor (bench/floor.c, ~10 s) measures what no timer library here can go
+# below (clock reads, uncontended atomics, memory latency up to 400 MiB, a
+# cache-line hand-off between cores, futex wake-to-run); its FLOOR lines
+# follow the table as "# hardware floor (bench/floor.c)".
 #
 #   --quick       scaled-down sizes and durations (a smoke run, ~2 minutes)
 #   --no-install  do not touch packages
@@ -18,7 +22,8 @@
 # Environment: BUILD_DIR (default build/bench), IMPLS (default
 # "timerwheel heap libevent netty"), WLS (default "1 2 3 4 5 6").
 # Raw lines go to $BUILD_DIR/results.txt, each program's stderr to
-# $BUILD_DIR/logs/. Exits 1 if any workload failed its correctness check.
+# $BUILD_DIR/logs/. Exits 1 if any workload failed its correctness check
+# or twfloor failed.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -32,7 +37,7 @@ for a in "$@"; do
   case $a in
     --quick) QUICK=--quick ;;
     --no-install) INSTALL= ;;
-    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown option $a" >&2; exit 2 ;;
   esac
 done
@@ -80,9 +85,10 @@ mkdir -p "$BUILD_DIR/logs"
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DTW_BUILD_BENCH=ON \
   -DTW_BUILD_TESTS=OFF -DTW_BUILD_STRESS=OFF -DTW_BUILD_EXAMPLES=OFF \
   >"$BUILD_DIR/logs/cmake.log" 2>&1 || { cat "$BUILD_DIR/logs/cmake.log" >&2; exit 1; }
-cmake --build "$BUILD_DIR" --target twbench -j "$(nproc)" \
+cmake --build "$BUILD_DIR" --target twbench twfloor -j "$(nproc)" \
   >"$BUILD_DIR/logs/build.log" 2>&1 || { cat "$BUILD_DIR/logs/build.log" >&2; exit 1; }
 TWBENCH=$BUILD_DIR/bench/twbench
+TWFLOOR=$BUILD_DIR/bench/twfloor
 
 NETTY_JAR=
 for j in /usr/share/java/netty-common.jar /usr/share/java/netty-common-*.jar /usr/share/java/netty-all.jar; do
@@ -135,6 +141,15 @@ for wl in $WLS; do
     esac
   done
 done
+
+# The hardware floor: FLOOR lines in the same results file (the table below
+# reads only WLn lines), printed after the table.
+echo "# running twfloor $QUICK" >&2
+if ! "$TWFLOOR" $QUICK >>"$RESULTS" 2>"$BUILD_DIR/logs/twfloor.log"; then
+  FAILED+=("twfloor (bench/floor.c)")
+  echo "FAILED FLOOR twfloor" >>"$RESULTS"
+  sed 's/^/#   /' "$BUILD_DIR/logs/twfloor.log" >&2
+fi
 
 # ---- table ------------------------------------------------------------------------------
 
@@ -216,6 +231,11 @@ END {
     print line " | " ratio[r]
   }
 }' "$RESULTS"
+
+echo
+echo "# hardware floor (bench/floor.c)"
+echo "# median of 5 runs (3 with --quick); after # the fastest and slowest run"
+grep '^FLOOR ' "$RESULTS" || echo "(no figures: twfloor failed, see $BUILD_DIR/logs/twfloor.log)"
 
 if [ ${#FAILED[@]} -gt 0 ]; then
   echo

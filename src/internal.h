@@ -243,6 +243,7 @@ typedef struct tw_vec {
     size_t n, cap;
 } tw_vec;
 void tw__vec_push(tw_vec *vec, uint64_t x);
+void tw__vec_reserve(tw_vec *vec, size_t n); /* aborts on OOM (drainer) */
 void tw__vec_free(tw_vec *vec);
 uint32_t tw__slot_drain(tw_slot *sl, uint32_t cap, uint64_t next_epoch,
                         uint32_t next_rot, tw_vec *out);
@@ -263,6 +264,7 @@ void tw__slot_fini(tw_slot *sl, uint32_t cap);
 
 typedef struct tw_wheel {
     uint32_t bits;           /* log2(slots per level) */
+    uint32_t step;           /* log2(granularity of level l+1 / level l) */
     uint32_t nslots;         /* slots per level */
     uint32_t levels;
     uint32_t cap;            /* slot_capacity */
@@ -277,7 +279,9 @@ typedef struct tw_wheel {
     _Atomic uint64_t overflowed; /* beyond-capacity placements of drained slots */
     /* Drainer-private (the cursor thread, or the tw_advance caller). */
     tw_vec taken;            /* entries taken out of slots in this step */
-    tw_vec due;              /* (deadline, handle) pairs claimed in this step */
+    tw_vec due;              /* (key, handle) pairs claimed in this step */
+    tw_vec spare;            /* order_due's scratch, swapped with due */
+    uint32_t *counts;        /* order_due's histogram, TW_ORDER_SPAN entries */
 } tw_wheel;
 
 int  tw__wheel_init(tw_wheel *w, uint32_t nslots, uint32_t cap);
@@ -289,7 +293,8 @@ int  tw__place(tw_service *s, uint32_t gen, uint32_t idx, uint64_t tick);
  * which cannot hand an error to anyone: out of memory there aborts. */
 void tw__place_internal(tw_service *s, uint32_t gen, uint32_t idx, uint64_t tick);
 /* The cursor step: process every tick in (cur, target]; claimed timers end
- * in w->due as (deadline, handle) pairs, earliest first. Drainer only. */
+ * in w->due as (key, handle) pairs, earliest first; the key is the deadline
+ * with the MANUAL clock, the due tick otherwise. Drainer only. */
 void tw__wheel_step(tw_service *s, uint64_t target);
 /* Placements that did not fit a slot's fixed array, drained or not. */
 uint64_t tw__wheel_overflowed(tw_service *s);
@@ -306,6 +311,7 @@ static inline uint64_t tw__ceil_div(uint64_t a, uint64_t b) { return a / b + (a 
 /* ---- workers.c --------------------------------------------------------- */
 
 #define TW_BATCH 256
+#define TW_BATCH_MIN 64 /* see tw__deliver */
 typedef struct tw_batch {
     struct cds_wfcq_node node;
     uint32_t n;

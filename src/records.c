@@ -28,7 +28,8 @@
  *
  * Free list: each of the first TW_STRIPES threads keeps up to TW_MAGAZINE
  * freed records to itself (only when max_timers is not set), so churn on one
- * thread does not touch shared memory; beyond that, a Treiber stack over
+ * thread does not touch shared memory (a full magazine hands half of
+ * itself over as one chain, one CAS); beyond that, a Treiber stack over
  * record indexes with a 32-bit tag in the
  * head word (tag | index + 1), one 64-bit CAS; a FREE record's deadline
  * word holds its link. ck_stack would need the
@@ -252,27 +253,39 @@ uint64_t tw__rec_free_state(uint64_t old_state)
     return (uint64_t)gen << TW_GEN_SHIFT | TW_ST_FREE;
 }
 
-static void push_shared(tw_records *r, uint32_t idx);
+static void push_shared(tw_records *r, const uint32_t *idx, uint32_t n);
 
+/* A full magazine hands half of itself to the shared list in one CAS, so a
+ * thread that only frees (a worker running a burst) pays one contended RMW
+ * per TW_MAGAZINE / 2 records, not one per record. */
 void tw__rec_push_free(tw_records *r, uint32_t idx)
 {
     tw_magazine *m = my_magazine(r);
-    if (m && m->n < TW_MAGAZINE) {
-        m->idx[m->n++] = idx; /* FREE already; ours until we hand it out */
+    if (!m) {
+        push_shared(r, &idx, 1);
         return;
     }
-    push_shared(r, idx);
+    if (m->n == TW_MAGAZINE) {
+        m->n -= TW_MAGAZINE / 2;
+        push_shared(r, &m->idx[m->n], TW_MAGAZINE / 2);
+    }
+    m->idx[m->n++] = idx; /* FREE already; ours until we hand it out */
 }
 
-static void push_shared(tw_records *r, uint32_t idx)
+/* Push records idx[0..n) (FREE, owned by the caller) as one chain. */
+static void push_shared(tw_records *r, const uint32_t *idx, uint32_t n)
 {
-    tw_record *rec = tw__rec(r, idx);
+    /* Relaxed: the chain's links are published by the release CAS below. */
+    for (uint32_t k = 0; k + 1 < n; k++)
+        atomic_store_explicit(&tw__rec(r, idx[k])->deadline, idx[k + 1] + 1,
+                              memory_order_relaxed);
+    tw_record *last = tw__rec(r, idx[n - 1]);
     ck_backoff_t backoff = CK_BACKOFF_INITIALIZER;
     uint64_t head = atomic_load_explicit(&r->free_head, memory_order_relaxed);
     for (;;) {
         /* Relaxed: published by the release CAS below. */
-        atomic_store_explicit(&rec->deadline, (uint32_t)head, memory_order_relaxed);
-        uint64_t want = (head & 0xffffffff00000000ull) + (1ull << 32) + idx + 1;
+        atomic_store_explicit(&last->deadline, (uint32_t)head, memory_order_relaxed);
+        uint64_t want = (head & 0xffffffff00000000ull) + (1ull << 32) + idx[0] + 1;
         /* Release: the next popper sees the link and the FREE state. */
         if (atomic_compare_exchange_weak_explicit(&r->free_head, &head, want,
                                                   memory_order_release,

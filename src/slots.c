@@ -235,16 +235,24 @@ bool tw__slot_publish(tw_slot *sl, uint32_t cap, uint32_t pos, uint64_t epoch,
     }
 }
 
+void tw__vec_reserve(tw_vec *vec, size_t n)
+{
+    if (vec->cap >= n)
+        return;
+    size_t cap = vec->cap ? vec->cap : 1024;
+    while (cap < n)
+        cap *= 2;
+    uint64_t *v = realloc(vec->v, cap * sizeof *v);
+    if (!v)
+        abort(); /* the drainer cannot refuse work: see README, limits */
+    vec->v = v;
+    vec->cap = cap;
+}
+
 void tw__vec_push(tw_vec *vec, uint64_t x)
 {
-    if (vec->n == vec->cap) {
-        size_t cap = vec->cap ? vec->cap * 2 : 1024;
-        uint64_t *v = realloc(vec->v, cap * sizeof *v);
-        if (!v)
-            abort(); /* the drainer cannot refuse work: see README, limits */
-        vec->v = v;
-        vec->cap = cap;
-    }
+    if (vec->n == vec->cap)
+        tw__vec_reserve(vec, vec->n + 1);
     vec->v[vec->n++] = x;
 }
 

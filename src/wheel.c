@@ -4,34 +4,46 @@
  * invariant checker.
  *
  * Levels. Every level has S = 2^b slots (wheel_slots) and uses the same
- * lock-free slots (slots.c). Slot i of level l collects for the epochs
- * e with e = i * 2^(b*l) (mod 2^(b*(l+1))): level 0 slot i drains at tick
- * e itself, a higher slot at the first tick of its span, where its timers
- * cascade down. Levels are added until the wheel spans 2^42 ticks:
+ * lock-free slots (slots.c). Level 0's slots are one tick wide; each level
+ * above is 2^g times coarser, g = min(ceil(b / 2), 4) (the step), so level
+ * l's slots are 2^(g*l) ticks wide and the level spans 2^(g*l + b) ticks.
+ * Slot i of level l collects for the epochs e with e = i * 2^(g*l)
+ * (mod 2^(g*l + b)): level 0 slot i drains at tick e itself, a higher slot
+ * at the first tick of its span, where its timers cascade down. Levels are
+ * added until the wheel spans 2^42 ticks:
  *
  *   level  granularity (ticks)  spans (ticks)   with 1 ms tick, S = 4096
- *   0      1                    2^12            1 ms      .. 4.1 s
- *   1      2^12                 2^24            4.1 s     .. 4.7 h
- *   2      2^24                 2^36            4.7 h     .. 2.2 years
- *   3      2^36                 2^48            2.2 years .. 8900 years
+ *   0      1                    2^12            1 ms    .. 4.1 s
+ *   1      2^4                  2^16            4.1 s   .. 65 s
+ *   2      2^8                  2^20            65 s    .. 17 min
+ *   3      2^12                 2^24            17 min  .. 4.7 h
+ *   ...    (9 levels in all)
+ *   8      2^32                 2^44            .. 557 years
  *
- * Why S = 4096 by default: a cascade re-places, in one cursor step, every
- * timer of the slot it drains, and the ticks due meanwhile wait for it. With
- * S = 256, timers of 0.25 .. 2 s (retransmits, pings) cascaded in steps of
- * ~100,000 at a million timers a second, tens of ms of lateness at each
- * level-1 boundary (measured, WL3). With 4096, delays up to 4 s never
- * cascade, and longer ones do so in 4-second helpings. The cost is memory
- * at creation: 4 levels * 4096 slots * 64 bytes of counters, plus the fixed
- * arrays (4096 * 4 * capacity * 8 bytes, zero pages until used).
+ * Why S = 4096 by default: delays up to 4 s (retransmits, pings, most
+ * request timeouts) never cascade. Why a step g smaller than b: a cascade
+ * re-places, in one cursor step, every timer of the slot it drains, and the
+ * ticks due meanwhile wait for it. With g = b (the classic geometry), a
+ * level-1 slot held 2^b ticks' worth of timers: at a million timers a
+ * second and a 100 us tick (level 0 spans 0.4 s) each level-1 drain moved
+ * ~200,000 timers and made everything due meanwhile ~20 ms late (measured,
+ * WL3: p99 18 ms; 3.7 ms with g = 6, 0.6 ms with g = 4). With g = 4 a drain
+ * moves at most 16 ticks' worth; a long timer pays a few more hops (one per
+ * 4 bits of its delay, each a single placement). Adjacent levels overlap
+ * (level l+1's slots nearest the cursor are never used): placement picks
+ * the lowest level that spans the distance. The cost is memory at
+ * creation: 9 levels * 4096 slots * 64 bytes of counters (2.3 MiB), plus
+ * the fixed arrays (9 * 4096 * capacity * 8 bytes, zero pages until used).
  *
  * The longest delay is 2^41 - 1 ticks (TW_HORIZON_TICKS), at least the 2^40
  * the contract asks for; TW_ERANGE beyond.
  *
  * Placement (any thread). With the cursor at c (every tick <= c is being or
  * has been processed) a timer due at tick k goes for t = max(k, c + 1), at
- * distance d = t - c >= 1, to level l = floor(log2(d) / b), in the slot
- * whose epoch e = t rounded down to a multiple of 2^(b*l). Then c < e <= t
- * and e - c < 2^(b*(l+1)): e is that slot's next epoch, drained no later
+ * distance d = t - c >= 1, to the lowest level l that spans d (level_for),
+ * in the slot whose epoch e = t rounded down to a multiple of 2^(g*l). Then c < e <= t
+ * (for l >= 1, d >= 2^(g*(l-1) + b) >= 2^(g*l) as g <= b) and
+ * e - c < 2^(g*l + b): e is that slot's next epoch, drained no later
  * than t (never late) and the drain re-places what is not yet due (never
  * early: the deadline is checked against the record, not inferred from the
  * slot). Entries are hints; the record's state word and deadline are the
@@ -49,8 +61,9 @@
  *      races cancel and reschedule) if its deadline tick <= T; otherwise
  *      place it again relative to T (the cascade, and the re-placement of a
  *      timer whose deadline was pushed later);
- *   4. sort the claimed timers by deadline (MANUAL clock always; otherwise
- *      when the range was longer than one tick), so they run earliest first.
+ *   4. order the claimed timers earliest first: by deadline with the
+ *      MANUAL clock, by due tick otherwise (one tick's timers are due
+ *      together); a list already in order (the common case) is not sorted.
  * No callback runs inside the step: the claimed list is run afterwards
  * (workers.c), so callbacks may call anything.
  *
@@ -70,8 +83,28 @@
 #include <string.h>
 
 #define LATE_SLOTS 2
+#define TW_ORDER_SPAN 4096 /* widest key range order_due sorts by counting */
 
-static uint32_t level_shift(const tw_wheel *w, uint32_t l) { return w->bits * l; }
+/* log2 of level l's granularity: level l slots are 2^(step * l) ticks wide. */
+static uint32_t level_shift(const tw_wheel *w, uint32_t l) { return w->step * l; }
+
+/* The lowest level whose span reaches distance d >= 1: level l spans
+ * 2^(step * l + bits) ticks. */
+static uint32_t level_for(const tw_wheel *w, uint64_t d)
+{
+    uint32_t lg = 63u - (uint32_t)__builtin_clzll(d);
+    return lg < w->bits ? 0 : (lg - w->bits) / w->step + 1;
+}
+
+/* Cascade granularity: at most 2^TW_LEVEL_STEP_MAX ticks' worth of timers
+ * move down in one drain (see the top comment). */
+#define TW_LEVEL_STEP_MAX 4
+
+static uint32_t step_for(uint32_t bits)
+{
+    uint32_t half = (bits + 1) / 2;
+    return half < TW_LEVEL_STEP_MAX ? half : TW_LEVEL_STEP_MAX;
+}
 
 /* The first epoch of slot (l, i) strictly after tick x. */
 static uint64_t next_epoch_after(const tw_wheel *w, uint32_t l, uint32_t i, uint64_t x)
@@ -96,8 +129,10 @@ int tw__wheel_init(tw_wheel *w, uint32_t nslots, uint32_t cap)
 {
     memset(w, 0, sizeof *w);
     w->bits = (uint32_t)__builtin_ctz(nslots);
+    w->step = step_for(w->bits);
     w->nslots = nslots;
-    w->levels = (TW_WHEEL_SPAN_BITS + w->bits - 1) / w->bits;
+    /* Enough levels that the top one spans 2^TW_WHEEL_SPAN_BITS ticks. */
+    w->levels = 1 + (TW_WHEEL_SPAN_BITS - w->bits + w->step - 1) / w->step;
     w->cap = cap;
     w->occ_words = (nslots + 63) / 64;
     size_t nsl = (size_t)w->levels * nslots + LATE_SLOTS;
@@ -139,6 +174,9 @@ void tw__wheel_fini(tw_wheel *w)
     free((void *)w->occ);
     tw__vec_free(&w->taken);
     tw__vec_free(&w->due);
+    tw__vec_free(&w->spare);
+    free(w->counts);
+    w->counts = NULL;
     w->slot = NULL;
     w->entries = NULL;
     w->occ = NULL;
@@ -187,7 +225,7 @@ static int place_once(tw_service *s, uint64_t value, uint64_t k)
     uint64_t c = atomic_load_explicit(&w->cur, memory_order_acquire);
     uint64_t t = k > c ? k : c + 1;
     uint64_t d = t - c;
-    uint32_t l = (63u - (uint32_t)__builtin_clzll(d)) / w->bits;
+    uint32_t l = level_for(w, d);
     if (l >= w->levels) {
         l = w->levels - 1; /* beyond the span: the top level's drain re-places */
         t = c + (1ull << (level_shift(w, l) + w->bits)) - 1;
@@ -312,6 +350,26 @@ static void drain_level(tw_wheel *w, uint32_t l, uint64_t c, uint64_t T)
         drain_slot(w, l, (uint32_t)(m & (w->nslots - 1)), T);
 }
 
+/* What the due list is ordered by: the deadline itself with the MANUAL
+ * clock (tests and event loops see exact deadline order); otherwise the
+ * deadline in sixteenths of a tick. Why order within a tick at all: a
+ * tick's timers all start at or after its boundary, one after another, so
+ * a timer's lateness is its rounding (boundary - deadline, up to a tick)
+ * plus its place in the queue. Earliest deadline first gives the largest
+ * rounding the front of the queue and keeps the worst case near one tick
+ * instead of one tick plus the time to run the whole tick (measured, WL3:
+ * p99 1.3 -> ~1.05 ms at a 1 ms tick with 500 timers a tick). */
+#define TW_SUBTICKS 16
+
+static uint64_t due_order_key(const tw_service *s, uint64_t deadline, uint64_t tick)
+{
+    if (s->cfg.clock == TW_CLOCK_MANUAL)
+        return deadline;
+    /* deadline is in ((tick - 1) * tick_ns, tick * tick_ns]. */
+    uint64_t early = tick * s->cfg.tick_ns - deadline; /* 0 .. tick_ns - 1 */
+    return tick * TW_SUBTICKS + (TW_SUBTICKS - 1) - tw__tick_floor(s, early * TW_SUBTICKS);
+}
+
 /* Claim a due timer for running, or place it again; skip a dead entry. */
 static void take_entry(tw_service *s, uint64_t v, uint64_t T)
 {
@@ -343,17 +401,74 @@ static void take_entry(tw_service *s, uint64_t v, uint64_t T)
         if (atomic_compare_exchange_strong_explicit(
                 &rec->state, &st, tw__with_st(st, TW_ST_FIRING),
                 memory_order_acq_rel, memory_order_acquire)) {
-            tw__vec_push(&s->wheel.due, deadline);
+            tw__vec_push(&s->wheel.due, due_order_key(s, deadline, k));
             tw__vec_push(&s->wheel.due, tw__handle(tw__gen(st), idx));
             return;
         }
     }
 }
 
-static int by_deadline(const void *a, const void *b)
+static int by_key(const void *a, const void *b)
 {
     const uint64_t *x = a, *y = b;
     return (x[0] > y[0]) - (x[0] < y[0]);
+}
+
+static bool due_in_order(const tw_vec *due)
+{
+    for (size_t i = 2; i < due->n; i += 2) {
+        if (due->v[i] < due->v[i - 2])
+            return false;
+    }
+    return true;
+}
+
+/* Keys within TW_ORDER_SPAN of each other (a tick or a few, the common
+ * case) are ordered by counting, in two passes; wider ranges by qsort. */
+static bool order_by_counting(tw_wheel *w)
+{
+    tw_vec *due = &w->due;
+    uint64_t lo = UINT64_MAX, hi = 0;
+    for (size_t i = 0; i < due->n; i += 2) {
+        lo = due->v[i] < lo ? due->v[i] : lo;
+        hi = due->v[i] > hi ? due->v[i] : hi;
+    }
+    if (hi - lo >= TW_ORDER_SPAN)
+        return false;
+    if (!w->counts && !(w->counts = malloc(TW_ORDER_SPAN * sizeof *w->counts)))
+        return false;
+    uint32_t span = (uint32_t)(hi - lo) + 1, at = 0;
+    memset(w->counts, 0, span * sizeof *w->counts);
+    for (size_t i = 0; i < due->n; i += 2)
+        w->counts[due->v[i] - lo]++;
+    for (uint32_t k = 0; k < span; k++) {
+        uint32_t c = w->counts[k];
+        w->counts[k] = at;
+        at += c;
+    }
+    tw_vec *out = &w->spare;
+    tw__vec_reserve(out, due->n);
+    for (size_t i = 0; i < due->n; i += 2) {
+        uint32_t pos = w->counts[due->v[i] - lo]++;
+        out->v[2 * (size_t)pos] = due->v[i];
+        out->v[2 * (size_t)pos + 1] = due->v[i + 1];
+    }
+    out->n = due->n;
+    tw_vec t = *due;
+    *due = *out;
+    *out = t;
+    return true;
+}
+
+/* Earliest first. Often the list is in order already (level-0 slots drain
+ * in epoch order, a burst's deadlines are one key), and one pass finds
+ * out. Otherwise it is sorted, stably by counting when the keys are close. */
+static void order_due(tw_wheel *w)
+{
+    if (due_in_order(&w->due))
+        return;
+    if (!order_by_counting(w))
+        qsort(w->due.v, w->due.n / 2, 2 * sizeof(uint64_t), by_key);
 }
 
 void tw__wheel_step(tw_service *s, uint64_t T)
@@ -374,13 +489,7 @@ void tw__wheel_step(tw_service *s, uint64_t T)
         count_overflow(w, tw__slot_drain_late(&w->late[j], w->cap, &w->taken));
     for (size_t n = 0; n < w->taken.n; n++)
         take_entry(s, w->taken.v[n], T);
-    /* Earliest first: always with the MANUAL clock (tests and event loops
-     * see deadline order); otherwise only when catching up over several
-     * ticks, as one tick's timers are due together and a burst of a million
-     * should not pay for a sort. */
-    bool manual = s->cfg.clock == TW_CLOCK_MANUAL;
-    if (w->due.n > 2 && (manual || T - c > 1))
-        qsort(w->due.v, w->due.n / 2, 2 * sizeof(uint64_t), by_deadline);
+    order_due(w);
 }
 
 /* ---- the idle scan (the drainer only) ------------------------------------- */

@@ -1,0 +1,814 @@
+/*
+ * twfloor: the hardware and OS floor under any timer library on this
+ * machine. twbench measures what the implementations reach; twfloor measures
+ * the costs none of them can go below, so that a target can be judged against
+ * them ("N ops/s per core needs each op under X ns, and one clock read alone
+ * costs Y ns").
+ *
+ *   twfloor [--quick]
+ *
+ *   --quick   smaller loops, 3 repetitions, a 64 MiB buffer in place of the
+ *             400 MiB one (a smoke run, a few seconds)
+ *
+ * Output: one line per figure on stdout, in the style of twbench,
+ *
+ *   FLOOR name [param=value] figure=value unit # min .. max
+ *
+ * the value being the median of 5 repetitions (3 with --quick) and the
+ * comment the fastest and slowest repetition. Notes go to stderr. The figures:
+ *
+ *   clock_gettime          one clock_gettime(CLOCK_MONOTONIC) call, ns: what
+ *                          every schedule that reads the clock pays (vDSO;
+ *                          on a VM the clocksource decides: kvm-clock, tsc).
+ *   clock_gettime_coarse   the same with CLOCK_MONOTONIC_COARSE (tick
+ *                          resolution, no hardware counter read).
+ *   atomic_cas_seq_cst, atomic_fetch_add_relaxed, atomic_exchange_seq_cst
+ *                          one uncontended read-modify-write on a cache line
+ *                          no other thread touches, ns per op, each op
+ *                          depending on the previous one's result. On x86-64
+ *                          every one is a locked instruction whatever the
+ *                          memory order. A lock-free op that needs k RMWs
+ *                          costs at least k times this.
+ *   store_load             a store and a dependent load of the same private
+ *                          word, ns per pair: the same work without the
+ *                          atomic RMW; the difference is the RMW premium.
+ *   chase size=S           one dependent load at a random place in a buffer
+ *                          of S bytes (pointer chasing through a random
+ *                          cycle, one pointer per 64-byte line), ns per load.
+ *                          32KiB is L1, 1MiB L2, 16MiB L3 (or its share),
+ *                          400MiB is DRAM plus TLB misses: 10M timer records
+ *                          of 40 bytes. A structure that touches m random
+ *                          lines per op on N pending timers pays m times the
+ *                          row for its size.
+ *   pingpong               one cache line handed from one core to another:
+ *                          two threads pinned to two CPUs take turns with a
+ *                          CAS on one word, ns per one-way hand-off. The
+ *                          least a producer pays to publish to a consumer
+ *                          on another core that is watching.
+ *   futex_wake             wake-to-run: thread A reads CLOCK_MONOTONIC,
+ *                          stores a word and calls FUTEX_WAKE; thread B,
+ *                          blocked in FUTEX_WAIT on it, reads the clock when
+ *                          it runs; p50 and p99 over 2000 wakes (300 with
+ *                          --quick), microseconds. The least a timer thread
+ *                          that sleeps can be late by, before any timer
+ *                          code runs. Wakes where B had not yet blocked are
+ *                          left out (counted on stderr).
+ *
+ * All figures are wall-clock times (CLOCK_MONOTONIC) divided by the number of
+ * operations, loop overhead included (a counter and a branch, which the CPU
+ * overlaps with the measured chain). On a shared machine the median is the
+ * figure to quote; a max far from it means another process got the CPU.
+ *
+ * Threads share nothing but C11 atomics; the threads' arguments are written
+ * before pthread_create and never changed, and their results are read after
+ * pthread_join.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <inttypes.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define KIB ((size_t)1024)
+#define MIB (1024 * KIB)
+#define MS UINT64_C(1000000)
+#define SEC UINT64_C(1000000000)
+
+/* One pointer per cache line in the chase buffers; the atomics under test
+ * each get a line of their own. 64 bytes on every x86-64 and most ARM64. */
+#define LINE_BYTES 64
+#define MAX_REPS 5
+#define N_CHASE_SIZES 4
+/* How long the waker waits for the sleeper's acknowledgement before it calls
+ * the futex test broken. */
+#define WAKE_ACK_TIMEOUT_NS (2 * SEC)
+
+_Static_assert(sizeof(_Atomic uint32_t) == sizeof(uint32_t),
+               "the futex word must be a plain 32-bit int to the kernel");
+
+/* ---- sizes -------------------------------------------------------------------- */
+
+typedef struct floor_sizes {
+    unsigned reps;                       /* repetitions per figure, <= MAX_REPS */
+    uint64_t clock_calls;                /* per repetition */
+    uint64_t rmw_ops;                    /* per repetition, also store_load pairs */
+    uint64_t chase_loads;                /* timed loads per repetition */
+    size_t chase_bytes[N_CHASE_SIZES];
+    uint64_t pingpong_hops;              /* one-way hand-offs per repetition, even */
+    uint64_t pingpong_limit_ns;          /* a repetition stops early after this */
+    uint32_t wakes;
+    uint64_t wake_gap_ns;                /* waker sleeps this long before each wake */
+} floor_sizes;
+
+static const floor_sizes full_sizes = {
+    .reps = 5, .clock_calls = 2000000, .rmw_ops = 5000000, .chase_loads = 2000000,
+    .chase_bytes = { 32 * KIB, 1 * MIB, 16 * MIB, 400 * MIB },
+    .pingpong_hops = 1000000, .pingpong_limit_ns = 1 * SEC,
+    .wakes = 2000, .wake_gap_ns = 200000,
+};
+static const floor_sizes quick_sizes = {
+    .reps = 3, .clock_calls = 200000, .rmw_ops = 500000, .chase_loads = 200000,
+    .chase_bytes = { 32 * KIB, 1 * MIB, 16 * MIB, 64 * MIB },
+    .pingpong_hops = 100000, .pingpong_limit_ns = SEC / 4,
+    .wakes = 300, .wake_gap_ns = 200000,
+};
+
+_Static_assert(MAX_REPS >= 5, "full runs take 5 repetitions");
+
+/* ---- helpers ------------------------------------------------------------------ */
+
+_Noreturn static void die(const char *what)
+{
+    fflush(stdout);
+    fprintf(stderr, "twfloor: FAIL %s\n", what);
+    exit(1);
+}
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * SEC + (uint64_t)ts.tv_nsec;
+}
+
+static void sleep_ns(uint64_t ns)
+{
+    struct timespec ts = { .tv_sec = (time_t)(ns / SEC), .tv_nsec = (long)(ns % SEC) };
+    while (clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, &ts) == EINTR)
+        ;
+}
+
+/* Results of the timed loops end up here, so that the compiler cannot drop a
+ * loop whose result nobody reads. Only the main thread touches it; relaxed
+ * suffices, nothing is published through it. */
+static _Atomic uint64_t sink;
+
+static void keep(uint64_t v)
+{
+    atomic_fetch_add_explicit(&sink, v, memory_order_relaxed);
+}
+
+/* splitmix64, as in twbench.c. */
+static uint64_t rng_next(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* ---- repetitions and output ------------------------------------------------------ */
+
+typedef struct spread {
+    double median, min, max;
+} spread;
+
+static spread spread_of(double *v, unsigned n)
+{
+    qsort(v, n, sizeof *v, cmp_double);
+    double median = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+    return (spread){ .median = median, .min = v[0], .max = v[n - 1] };
+}
+
+/* Small figures get two decimals, so that 1.2 ns and 1.3 ns stay apart. */
+static int decimals(double v)
+{
+    return v < 10 ? 2 : 1;
+}
+
+static void print_floor(const char *name, const char *figure, spread s, const char *unit)
+{
+    printf("FLOOR %s %s=%.*f %s # min %.*f .. max %.*f\n", name, figure,
+           decimals(s.median), s.median, unit, decimals(s.min), s.min,
+           decimals(s.max), s.max);
+    fflush(stdout);
+}
+
+/* A loop to time: runs n operations on ctx, returns something derived from
+ * their results. */
+typedef uint64_t (*timed_loop)(void *ctx, uint64_t n);
+
+/* reps runs of loop(ctx, n): nanoseconds per operation. */
+static spread time_per_op(timed_loop loop, void *ctx, uint64_t n, unsigned reps)
+{
+    double ns_per_op[MAX_REPS];
+    for (unsigned r = 0; r < reps; r++) {
+        uint64_t t0 = now_ns();
+        keep(loop(ctx, n));
+        ns_per_op[r] = (double)(now_ns() - t0) / (double)n;
+    }
+    return spread_of(ns_per_op, reps);
+}
+
+/* ---- 1. clock reads ------------------------------------------------------------- */
+
+static uint64_t read_clock_n(clockid_t id, uint64_t n)
+{
+    uint64_t acc = 0;
+    struct timespec ts;
+    for (uint64_t i = 0; i < n; i++) {
+        clock_gettime(id, &ts);
+        acc += (uint64_t)ts.tv_nsec;
+    }
+    return acc;
+}
+
+static uint64_t loop_clock_monotonic(void *ctx, uint64_t n)
+{
+    (void)ctx;
+    return read_clock_n(CLOCK_MONOTONIC, n);
+}
+
+static uint64_t loop_clock_coarse(void *ctx, uint64_t n)
+{
+    (void)ctx;
+    return read_clock_n(CLOCK_MONOTONIC_COARSE, n);
+}
+
+static void note_clocksource(void)
+{
+    char src[64] = "unknown";
+    FILE *f = fopen("/sys/devices/system/clocksource/clocksource0/current_clocksource", "r");
+    if (f) {
+        if (!fgets(src, sizeof src, f))
+            strcpy(src, "unknown");
+        fclose(f);
+    }
+    src[strcspn(src, "\n")] = '\0';
+    fprintf(stderr, "twfloor: clocksource %s\n", src);
+}
+
+static void measure_clocks(const floor_sizes *sz)
+{
+    note_clocksource();
+    print_floor("clock_gettime", "ns_per_call",
+                time_per_op(loop_clock_monotonic, NULL, sz->clock_calls, sz->reps), "ns");
+    print_floor("clock_gettime_coarse", "ns_per_call",
+                time_per_op(loop_clock_coarse, NULL, sz->clock_calls, sz->reps), "ns");
+}
+
+/* ---- 2, 3. uncontended RMW and plain store + load ----------------------------------- */
+
+/* A word alone on its cache line; only the main thread ever touches it, so
+ * no operation on it orders anything for another thread. The memory orders
+ * below are the ones whose cost is being measured, not ones the program
+ * needs. */
+typedef struct private_line {
+    _Alignas(LINE_BYTES) _Atomic uint64_t word;
+    char pad[LINE_BYTES - sizeof(_Atomic uint64_t)];
+} private_line;
+
+static uint64_t loop_cas_seq_cst(void *ctx, uint64_t n)
+{
+    _Atomic uint64_t *w = &((private_line *)ctx)->word;
+    /* Private word: relaxed reads the current value, nothing to pair with. */
+    uint64_t cur = atomic_load_explicit(w, memory_order_relaxed);
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t expected = cur;
+        /* seq_cst: the order under test (what a lock-free push would use);
+         * never fails, nobody else writes the word. The next value comes
+         * from this CAS's result, so the ops form one dependent chain. */
+        bool ok = atomic_compare_exchange_strong(w, &expected, expected + 1);
+        cur = expected + ok;
+    }
+    return cur;
+}
+
+static uint64_t loop_fetch_add_relaxed(void *ctx, uint64_t n)
+{
+    _Atomic uint64_t *w = &((private_line *)ctx)->word;
+    uint64_t x = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        /* relaxed: the order under test (a counter); private word. The
+         * addend is 1 while the word stays below 2^63, but the compiler
+         * cannot know that: each add waits for the previous result. */
+        x = atomic_fetch_add_explicit(w, (x >> 63) + 1, memory_order_relaxed);
+    }
+    return x;
+}
+
+static uint64_t loop_exchange_seq_cst(void *ctx, uint64_t n)
+{
+    _Atomic uint64_t *w = &((private_line *)ctx)->word;
+    uint64_t x = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        /* seq_cst: the order under test (a take-all swap); private word.
+         * Stores one more than it took: a dependent chain. */
+        x = atomic_exchange(w, x + 1);
+    }
+    return x;
+}
+
+static uint64_t loop_store_load(void *ctx, uint64_t n)
+{
+    _Atomic uint64_t *w = &((private_line *)ctx)->word;
+    uint64_t x = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        /* relaxed store and load compile to a plain mov each on x86-64 and
+         * ARM64 (unlike a plain variable, the compiler may not fold them);
+         * private word, nothing to order. The load waits for the store
+         * (store-to-load forwarding), the next store for the load. */
+        atomic_store_explicit(w, x + 1, memory_order_relaxed);
+        x = atomic_load_explicit(w, memory_order_relaxed);
+    }
+    return x;
+}
+
+static void measure_private_atomics(const floor_sizes *sz)
+{
+    private_line *line = aligned_alloc(LINE_BYTES, sizeof *line);
+    if (!line)
+        die("out of memory");
+    /* Before any other access, single-threaded: relaxed. */
+    atomic_init(&line->word, 0);
+    uint64_t n = sz->rmw_ops;
+    print_floor("atomic_cas_seq_cst", "ns_per_op",
+                time_per_op(loop_cas_seq_cst, line, n, sz->reps), "ns");
+    print_floor("atomic_fetch_add_relaxed", "ns_per_op",
+                time_per_op(loop_fetch_add_relaxed, line, n, sz->reps), "ns");
+    print_floor("atomic_exchange_seq_cst", "ns_per_op",
+                time_per_op(loop_exchange_seq_cst, line, n, sz->reps), "ns");
+    print_floor("store_load", "ns_per_pair",
+                time_per_op(loop_store_load, line, n, sz->reps), "ns");
+    free(line);
+}
+
+/* ---- 4. dependent random reads -------------------------------------------------- */
+
+typedef struct chase_line {
+    struct chase_line *next;
+    char pad[LINE_BYTES - sizeof(struct chase_line *)];
+} chase_line;
+
+_Static_assert(sizeof(chase_line) == LINE_BYTES, "one pointer per cache line");
+
+typedef struct chase_buffer {
+    chase_line *lines;
+    size_t n;
+    chase_line *at;            /* where the next timed run starts */
+} chase_buffer;
+
+/* Sattolo's algorithm: a uniformly random permutation with a single cycle,
+ * so that following next from any line visits every line once. */
+static void sattolo_shuffle(uint32_t *perm, size_t n, uint64_t *seed)
+{
+    for (size_t i = 0; i < n; i++)
+        perm[i] = (uint32_t)i;
+    for (size_t i = n - 1; i > 0; i--) {
+        size_t j = (size_t)(rng_next(seed) % i);    /* j < i, never i itself */
+        uint32_t t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+}
+
+static chase_buffer chase_buffer_make(size_t bytes)
+{
+    size_t n = bytes / LINE_BYTES;
+    chase_line *lines = aligned_alloc(LINE_BYTES, n * LINE_BYTES);
+    uint32_t *perm = malloc(n * sizeof *perm);
+    if (!lines || !perm)
+        die("out of memory for a chase buffer");
+    memset(lines, 0, n * LINE_BYTES);         /* prefault every page */
+    uint64_t seed = 42;
+    sattolo_shuffle(perm, n, &seed);
+    for (size_t i = 0; i < n; i++)
+        lines[i].next = &lines[perm[i]];
+    free(perm);
+    return (chase_buffer){ .lines = lines, .n = n, .at = lines };
+}
+
+/* Follows the cycle once round: checks that it is one cycle through every
+ * line, and leaves a buffer that fits in cache warm. */
+static void chase_buffer_check(const chase_buffer *b)
+{
+    const chase_line *p = b->lines;
+    size_t steps = 0;
+    do {
+        p = p->next;
+        steps++;
+    } while (p != b->lines && steps <= b->n);
+    if (steps != b->n)
+        die("chase: the permutation is not a single cycle");
+}
+
+static uint64_t loop_chase(void *ctx, uint64_t n)
+{
+    chase_buffer *b = ctx;
+    chase_line *p = b->at;
+    for (uint64_t i = 0; i < n; i++)
+        p = p->next;
+    b->at = p;                 /* the next repetition goes on from here */
+    return (uint64_t)(uintptr_t)p;
+}
+
+static void note_transparent_hugepages(void)
+{
+    char mode[128] = "unknown";
+    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    if (f) {
+        if (!fgets(mode, sizeof mode, f))
+            strcpy(mode, "unknown");
+        fclose(f);
+    }
+    mode[strcspn(mode, "\n")] = '\0';
+    fprintf(stderr, "twfloor: transparent hugepages: %s (chase buffers are plain "
+            "aligned_alloc, no madvise)\n", mode);
+}
+
+static void size_label(char *buf, size_t len, size_t bytes)
+{
+    if (bytes >= MIB)
+        snprintf(buf, len, "chase size=%zuMiB", bytes / MIB);
+    else
+        snprintf(buf, len, "chase size=%zuKiB", bytes / KIB);
+}
+
+static void measure_chase(const floor_sizes *sz)
+{
+    note_transparent_hugepages();
+    for (unsigned i = 0; i < N_CHASE_SIZES; i++) {
+        char name[64];
+        chase_buffer b = chase_buffer_make(sz->chase_bytes[i]);
+        chase_buffer_check(&b);
+        size_label(name, sizeof name, sz->chase_bytes[i]);
+        print_floor(name, "ns_per_load",
+                    time_per_op(loop_chase, &b, sz->chase_loads, sz->reps), "ns");
+        free(b.lines);
+    }
+}
+
+/* ---- 5. cross-core ping-pong --------------------------------------------------- */
+
+typedef struct pingpong {
+    /* The contended line: even values are player 0's turn, odd player 1's. */
+    _Alignas(LINE_BYTES) _Atomic uint64_t ball;
+    /* Everything else on another line, so that it does not bounce with the ball. */
+    _Alignas(LINE_BYTES) _Atomic unsigned ready;
+    _Atomic bool stop;                /* player 0 ran out of time */
+    _Atomic uint64_t elapsed_ns;      /* written by player 0, read after join */
+    _Atomic uint64_t hops_done;       /* ditto */
+    uint64_t hops;                    /* even; set before the threads start */
+    uint64_t limit_ns;                /* ditto */
+} pingpong;
+
+typedef struct player {
+    pingpong *pp;
+    unsigned parity;                  /* 0 or 1 */
+} player;
+
+/* Spins until the ball says v (our turn). False if player 0 called time. */
+static bool ball_await(pingpong *pp, uint64_t v)
+{
+    unsigned spins = 0;
+    /* acquire: pairs with the other player's CAS release; no data rides on
+     * the ball, but a real hand-off pays for this order, so we time it. */
+    while (atomic_load_explicit(&pp->ball, memory_order_acquire) != v) {
+        /* relaxed: stop carries no data; seen a few spins late is fine. */
+        if (++spins % 1024 == 0 && atomic_load_explicit(&pp->stop, memory_order_relaxed))
+            return false;
+    }
+    return true;
+}
+
+static void ball_pass(pingpong *pp, uint64_t v)
+{
+    uint64_t expected = v;
+    /* acq_rel: releases our turn to the other player's acquire load (and
+     * would publish anything written before it); the x86 lock cmpxchg is a
+     * full barrier whatever the order. It cannot fail: only the player
+     * whose turn it is writes the ball. */
+    if (!atomic_compare_exchange_strong_explicit(&pp->ball, &expected, v + 1,
+                                                 memory_order_acq_rel, memory_order_acquire))
+        die("pingpong: the ball moved out of turn");
+}
+
+static void players_await_start(pingpong *pp)
+{
+    /* acq_rel / acquire: both players see each other started, so the clock
+     * starts with both threads on their CPUs; no data is published. */
+    atomic_fetch_add_explicit(&pp->ready, 1, memory_order_acq_rel);
+    while (atomic_load_explicit(&pp->ready, memory_order_acquire) < 2)
+        ;
+}
+
+static bool out_of_time(pingpong *pp, uint64_t v, uint64_t t0)
+{
+    if (v % 4096 != 0 || now_ns() - t0 < pp->limit_ns)
+        return false;
+    /* relaxed: player 1 only needs to stop spinning; it reads nothing else. */
+    atomic_store_explicit(&pp->stop, true, memory_order_relaxed);
+    return true;
+}
+
+static void *player_run(void *arg)
+{
+    const player *me = arg;
+    pingpong *pp = me->pp;
+    players_await_start(pp);
+    uint64_t t0 = now_ns(), v = me->parity;
+    for (; v < pp->hops; v += 2) {
+        if (me->parity == 0 && out_of_time(pp, v, t0))
+            break;
+        if (!ball_await(pp, v))
+            return NULL;
+        ball_pass(pp, v);
+    }
+    if (me->parity == 1)
+        return NULL;
+    if (v >= pp->hops) {
+        ball_await(pp, pp->hops);     /* player 1's last hand-off */
+        v = pp->hops;
+    }
+    /* relaxed: read by main after pthread_join, which orders it. */
+    atomic_store_explicit(&pp->elapsed_ns, now_ns() - t0, memory_order_relaxed);
+    atomic_store_explicit(&pp->hops_done, v, memory_order_relaxed);
+    return NULL;
+}
+
+/* The first two CPUs this process may run on, or false if there are fewer. */
+static bool two_cpus(int cpu[2])
+{
+    cpu_set_t set;
+    int found = 0;
+    if (sched_getaffinity(0, sizeof set, &set) != 0)
+        return false;
+    for (int c = 0; c < CPU_SETSIZE && found < 2; c++)
+        if (CPU_ISSET(c, &set))
+            cpu[found++] = c;
+    return found == 2;
+}
+
+static void player_start(pthread_t *th, player *p, int cpu)
+{
+    pthread_attr_t attr;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    pthread_attr_init(&attr);
+    if (pthread_attr_setaffinity_np(&attr, sizeof set, &set) != 0)
+        die("pingpong: cannot pin a thread");
+    if (pthread_create(th, &attr, player_run, p) != 0)
+        die("pingpong: cannot start a thread");
+    pthread_attr_destroy(&attr);
+}
+
+/* One repetition: ns per one-way hand-off. */
+static double pingpong_once(const floor_sizes *sz, const int cpu[2])
+{
+    pingpong *pp = aligned_alloc(LINE_BYTES, sizeof *pp);
+    if (!pp)
+        die("out of memory");
+    /* atomic_init: before the threads exist; pthread_create publishes. */
+    atomic_init(&pp->ball, 0);
+    atomic_init(&pp->ready, 0);
+    atomic_init(&pp->stop, false);
+    atomic_init(&pp->elapsed_ns, 0);
+    atomic_init(&pp->hops_done, 0);
+    pp->hops = sz->pingpong_hops;
+    pp->limit_ns = sz->pingpong_limit_ns;
+    player players[2] = { { pp, 0 }, { pp, 1 } };
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++)
+        player_start(&th[i], &players[i], cpu[i]);
+    for (int i = 0; i < 2; i++)
+        pthread_join(th[i], NULL);
+    /* relaxed: pthread_join ordered player 0's stores before these loads. */
+    uint64_t done = atomic_load_explicit(&pp->hops_done, memory_order_relaxed);
+    uint64_t ns = atomic_load_explicit(&pp->elapsed_ns, memory_order_relaxed);
+    free(pp);
+    if (done == 0)
+        die("pingpong: no hand-off in the time limit");
+    if (done < sz->pingpong_hops)
+        fprintf(stderr, "twfloor: pingpong: time limit after %" PRIu64 " of %" PRIu64
+                " hand-offs (CPU taken by someone else?)\n", done, sz->pingpong_hops);
+    return (double)ns / (double)done;
+}
+
+static void measure_pingpong(const floor_sizes *sz)
+{
+    int cpu[2];
+    if (!two_cpus(cpu)) {
+        fprintf(stderr, "twfloor: pingpong: needs two CPUs, skipped\n");
+        printf("FLOOR pingpong ns_per_handoff=n/a ns\n");
+        return;
+    }
+    fprintf(stderr, "twfloor: pingpong: CPUs %d and %d\n", cpu[0], cpu[1]);
+    double ns[MAX_REPS];
+    for (unsigned r = 0; r < sz->reps; r++)
+        ns[r] = pingpong_once(sz, cpu);
+    print_floor("pingpong", "ns_per_handoff", spread_of(ns, sz->reps), "ns");
+}
+
+/* ---- 6. futex wake-to-run ------------------------------------------------------ */
+
+static long futex_wait(_Atomic uint32_t *word, uint32_t val, const struct timespec *rel)
+{
+    return syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_PRIVATE, val, rel, NULL, 0);
+}
+
+static void futex_wake_one(_Atomic uint32_t *word)
+{
+    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+typedef struct wakeup {
+    /* The futex word the sleeper blocks on: the number of the current wake. */
+    _Alignas(LINE_BYTES) _Atomic uint32_t seq;
+    _Atomic uint64_t sent_ns;         /* when the waker called this wake */
+    /* The sleeper's acknowledgement, a futex word the waker blocks on. */
+    _Alignas(LINE_BYTES) _Atomic uint32_t acked;
+    /* Sleeper's results, read after pthread_join. */
+    _Atomic uint64_t p50_ns, p99_ns, min_ns, max_ns;
+    _Atomic uint32_t samples, missed;
+    uint32_t wakes;                   /* set before the sleeper starts */
+} wakeup;
+
+/* Blocks until seq moves past seen. True if it really blocked in the kernel
+ * (the wake found it asleep), false if the new value was there first. */
+static bool sleeper_await(wakeup *w, uint32_t seen)
+{
+    bool slept = false;
+    /* acquire: pairs with the waker's release store of seq, so that sent_ns
+     * of this wake is visible once seq is. */
+    while (atomic_load_explicit(&w->seq, memory_order_acquire) == seen) {
+        if (futex_wait(&w->seq, seen, NULL) == 0)
+            slept = true;
+    }
+    return slept;
+}
+
+/* Nearest-rank percentile of sorted v[0..n). */
+static uint64_t percentile(const uint64_t *v, uint32_t n, unsigned pct)
+{
+    uint64_t rank = ((uint64_t)n * pct + 99) / 100;
+    return v[rank ? rank - 1 : 0];
+}
+
+static void sleeper_publish(wakeup *w, uint64_t *lat, uint32_t n, uint32_t missed)
+{
+    qsort(lat, n, sizeof *lat, cmp_u64);
+    /* relaxed: all read by main after pthread_join, which orders them. */
+    atomic_store_explicit(&w->samples, n, memory_order_relaxed);
+    atomic_store_explicit(&w->missed, missed, memory_order_relaxed);
+    if (n == 0)
+        return;
+    atomic_store_explicit(&w->p50_ns, percentile(lat, n, 50), memory_order_relaxed);
+    atomic_store_explicit(&w->p99_ns, percentile(lat, n, 99), memory_order_relaxed);
+    atomic_store_explicit(&w->min_ns, lat[0], memory_order_relaxed);
+    atomic_store_explicit(&w->max_ns, lat[n - 1], memory_order_relaxed);
+}
+
+static void *sleeper_run(void *arg)
+{
+    wakeup *w = arg;
+    uint64_t *lat = malloc(w->wakes * sizeof *lat);
+    uint32_t n = 0, missed = 0;
+    if (!lat)
+        die("out of memory");
+    for (uint32_t i = 1; i <= w->wakes; i++) {
+        bool slept = sleeper_await(w, i - 1);
+        uint64_t ran = now_ns();
+        /* relaxed: ordered by the acquire of seq in sleeper_await. */
+        uint64_t sent = atomic_load_explicit(&w->sent_ns, memory_order_relaxed);
+        if (slept)
+            lat[n++] = ran - sent;
+        else
+            missed++;
+        /* release: the waker's acquire load sees this wake done; the waker
+         * writes sent_ns again only after that. */
+        atomic_store_explicit(&w->acked, i, memory_order_release);
+        futex_wake_one(&w->acked);
+    }
+    sleeper_publish(w, lat, n, missed);
+    free(lat);
+    return NULL;
+}
+
+/* Blocks until the sleeper has acknowledged wake i, or dies. */
+static void waker_await_ack(wakeup *w, uint32_t i)
+{
+    uint64_t deadline = now_ns() + WAKE_ACK_TIMEOUT_NS;
+    uint32_t a;
+    /* acquire: pairs with the sleeper's release store of acked. */
+    while ((a = atomic_load_explicit(&w->acked, memory_order_acquire)) != i) {
+        uint64_t now = now_ns();
+        if (now >= deadline)
+            die("futex_wake: the sleeper did not run within 2 s of a wake");
+        uint64_t left = deadline - now;
+        struct timespec rel = { .tv_sec = (time_t)(left / SEC), .tv_nsec = (long)(left % SEC) };
+        futex_wait(&w->acked, a, &rel);
+    }
+}
+
+static void waker_run(wakeup *w, uint64_t gap_ns)
+{
+    for (uint32_t i = 1; i <= w->wakes; i++) {
+        sleep_ns(gap_ns);             /* time for the sleeper to block again */
+        /* relaxed: published by the release store of seq just below. */
+        atomic_store_explicit(&w->sent_ns, now_ns(), memory_order_relaxed);
+        /* release: makes sent_ns visible to the sleeper's acquire load. */
+        atomic_store_explicit(&w->seq, i, memory_order_release);
+        futex_wake_one(&w->seq);
+        waker_await_ack(w, i);
+    }
+}
+
+static void print_wake_figure(const char *figure, uint64_t ns, const wakeup *w, uint32_t n)
+{
+    /* relaxed: after pthread_join (see sleeper_publish). */
+    double min = (double)atomic_load_explicit(&w->min_ns, memory_order_relaxed) / 1e3;
+    double max = (double)atomic_load_explicit(&w->max_ns, memory_order_relaxed) / 1e3;
+    printf("FLOOR futex_wake %s=%.1f us # min %.1f .. max %.1f over %" PRIu32 " wakes\n",
+           figure, (double)ns / 1e3, min, max, n);
+    fflush(stdout);
+}
+
+static void measure_futex_wake(const floor_sizes *sz)
+{
+    wakeup *w = aligned_alloc(LINE_BYTES, sizeof *w);
+    if (!w)
+        die("out of memory");
+    /* atomic_init: before the sleeper exists; pthread_create publishes. */
+    atomic_init(&w->seq, 0);
+    atomic_init(&w->sent_ns, 0);
+    atomic_init(&w->acked, 0);
+    atomic_init(&w->p50_ns, 0);
+    atomic_init(&w->p99_ns, 0);
+    atomic_init(&w->min_ns, 0);
+    atomic_init(&w->max_ns, 0);
+    atomic_init(&w->samples, 0);
+    atomic_init(&w->missed, 0);
+    w->wakes = sz->wakes;
+    pthread_t th;
+    if (pthread_create(&th, NULL, sleeper_run, w) != 0)
+        die("futex_wake: cannot start a thread");
+    waker_run(w, sz->wake_gap_ns);
+    pthread_join(th, NULL);
+    /* relaxed: after pthread_join (see sleeper_publish). */
+    uint32_t n = atomic_load_explicit(&w->samples, memory_order_relaxed);
+    uint32_t missed = atomic_load_explicit(&w->missed, memory_order_relaxed);
+    if (missed)
+        fprintf(stderr, "twfloor: futex_wake: %" PRIu32 " of %" PRIu32 " wakes found the "
+                "sleeper not yet blocked, left out\n", missed, sz->wakes);
+    if (n < sz->wakes / 2)
+        die("futex_wake: fewer than half the wakes found the sleeper blocked");
+    print_wake_figure("wake_to_run_p50", atomic_load_explicit(&w->p50_ns, memory_order_relaxed), w, n);
+    print_wake_figure("wake_to_run_p99", atomic_load_explicit(&w->p99_ns, memory_order_relaxed), w, n);
+    free(w);
+}
+
+/* ---- main ------------------------------------------------------------------------ */
+
+static void usage(FILE *to)
+{
+    fprintf(to, "usage: twfloor [--quick]\n");
+}
+
+int main(int argc, char **argv)
+{
+    const floor_sizes *sz = &full_sizes;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--quick") == 0) {
+            sz = &quick_sizes;
+        } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+            usage(stdout);
+            return 0;
+        } else {
+            fprintf(stderr, "twfloor: unknown option %s\n", argv[i]);
+            usage(stderr);
+            return 2;
+        }
+    }
+    uint64_t t0 = now_ns();
+    measure_clocks(sz);
+    measure_private_atomics(sz);
+    measure_chase(sz);
+    measure_pingpong(sz);
+    measure_futex_wake(sz);
+    fprintf(stderr, "twfloor: done in %.1f s (checksum %" PRIu64 ")\n",
+            (double)(now_ns() - t0) / 1e9, atomic_load_explicit(&sink, memory_order_relaxed));
+    return 0;
+}
