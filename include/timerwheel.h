@@ -242,7 +242,9 @@ TW_API uint64_t tw_max_delay(const tw_service *s);
 
 /* Lateness histogram: bucket 0 counts callback starts 0 .. 1023 ns late;
  * bucket i >= 1 counts those [2^(i+9), 2^(i+10)) ns late; the last bucket
- * takes everything later. */
+ * takes everything later. On the worker pool the clock is read before every
+ * eighth run of a batch, so a run's lateness (here and in max_lateness_ns)
+ * may be under-estimated by up to seven batch-mates' run time. */
 #define TW_LATENESS_BUCKETS 40
 TW_API void tw_lateness_histogram(tw_service *s, uint64_t buckets[TW_LATENESS_BUCKETS]);
 
