@@ -27,7 +27,8 @@
  * level-1 slot held 2^b ticks' worth of timers: at a million timers a
  * second and a 100 us tick (level 0 spans 0.4 s) each level-1 drain moved
  * ~200,000 timers and made everything due meanwhile ~20 ms late (measured,
- * WL3: p99 18 ms; 3.7 ms with g = 6, 0.6 ms with g = 4). With g = 4 a drain
+ * WL3 p99: 18 ms with g = b; 0.9-1.0 ms with g = 6, 0.6 ms with g = 4;
+ * a g = 4 wheel cost ~10% of WL1's churn rate). With g = 4 a drain
  * moves at most 16 ticks' worth; a long timer pays a few more hops (one per
  * 4 bits of its delay, each a single placement). Adjacent levels overlap
  * (level l+1's slots nearest the cursor are never used): placement picks
@@ -356,9 +357,9 @@ static void drain_level(tw_wheel *w, uint32_t l, uint64_t c, uint64_t T)
  * tick's timers all start at or after its boundary, one after another, so
  * a timer's lateness is its rounding (boundary - deadline, up to a tick)
  * plus its place in the queue. Earliest deadline first gives the largest
- * rounding the front of the queue and keeps the worst case near one tick
- * instead of one tick plus the time to run the whole tick (measured, WL3:
- * p99 1.3 -> ~1.05 ms at a 1 ms tick with 500 timers a tick). */
+ * rounding the front of the queue, so the two do not add up: the worst
+ * case stays near one tick, not one tick plus the time to run the tick.
+ * (On this VM the effect is within the run-to-run noise of WL3.) */
 #define TW_SUBTICKS 16
 
 static uint64_t due_order_key(const tw_service *s, uint64_t deadline, uint64_t tick)
