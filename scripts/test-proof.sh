@@ -24,40 +24,11 @@ set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 
-if [ "${CI:-}" = "true" ]; then
-    : "${TW_STRESS_SECONDS:=3}"
-else
-    : "${TW_STRESS_SECONDS:=5}"
-fi
-export TW_STRESS_SECONDS
-jobs="${TW_JOBS:-2}"
-
+me=test-proof.sh kind=step tag=proof/
 all_steps=(model fuzz inject valgrind)
-if [ "$#" -gt 0 ]; then steps=("$@"); else steps=("${all_steps[@]}"); fi
-for st in "${steps[@]}"; do
-    case " ${all_steps[*]} " in *" $st "*) ;; *)
-        echo "test-proof.sh: unknown step '$st' (known: ${all_steps[*]})" >&2; exit 2;;
-    esac
-done
-
-current=""
-summary=()
-start_all=$SECONDS
-
-fail() {
-    echo >&2
-    echo "test-proof.sh: FAILED in step '$current': $*" >&2
-    if [ "${#summary[@]}" -gt 0 ]; then
-        printf '  passed before it: %s\n' "${summary[@]}" >&2
-    fi
-    exit 1
-}
-
-run() { # description, command...
-    local what="$1"; shift
-    echo "---- [proof/$current] $what"
-    "$@" || fail "$what"
-}
+# shellcheck source=scripts/lib.sh
+. "$repo/scripts/lib.sh"
+select_steps "$@"
 
 apt_install() { # packages...
     echo "test-proof.sh: installing $*"
@@ -83,9 +54,6 @@ step_fuzz() {
 }
 
 # ---- inject -----------------------------------------------------------------
-
-# shellcheck source=scripts/tsan-probe.sh
-. "$repo/scripts/tsan-probe.sh"
 
 step_inject() {
     mkdir -p build/inject
@@ -155,14 +123,4 @@ step_valgrind() {
     [ "$failed" -eq 0 ] || fail "$failed unit test executable(s) failed under valgrind (logs in build/gcc/valgrind/)"
 }
 
-for st in "${steps[@]}"; do
-    current="$st"
-    t0=$SECONDS
-    echo "==== [proof/$st] ==============================================="
-    "step_$st"
-    summary+=("$st ($((SECONDS - t0)) s)")
-done
-
-echo
-echo "test-proof.sh: all passed in $((SECONDS - start_all)) s:"
-printf '  %s\n' "${summary[@]}"
+run_steps step_

@@ -24,45 +24,13 @@ set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 
-if [ "${CI:-}" = "true" ]; then
-    : "${TW_STRESS_SECONDS:=3}"
-else
-    : "${TW_STRESS_SECONDS:=5}"
-fi
-export TW_STRESS_SECONDS
-jobs="${TW_JOBS:-2}"
-
-all_configs=(gcc clang tsan asan)
-all_configs+=(ship)
-all_configs+=(fuzz)
-all_configs+=(proof)
-if [ "$#" -gt 0 ]; then configs=("$@"); else configs=("${all_configs[@]}"); fi
-for c in "${configs[@]}"; do
-    case " ${all_configs[*]} " in *" $c "*) ;; *)
-        echo "test.sh: unknown configuration '$c' (known: ${all_configs[*]})" >&2; exit 2;;
-    esac
-done
+me=test.sh kind=configuration tag=""
+all_steps=(gcc clang tsan asan ship fuzz proof)
+# shellcheck source=scripts/lib.sh
+. "$repo/scripts/lib.sh"
+select_steps "$@"
 
 "$repo/scripts/deps.sh"
-
-start_all=$SECONDS
-summary=()
-current=""
-
-fail() {
-    echo >&2
-    echo "test.sh: FAILED in configuration '$current': $*" >&2
-    if [ "${#summary[@]}" -gt 0 ]; then
-        printf '  passed before it: %s\n' "${summary[@]}" >&2
-    fi
-    exit 1
-}
-
-run() { # description, command...
-    local what="$1"; shift
-    echo "---- [$current] $what"
-    "$@" || fail "$what"
-}
 
 # configure_build <name> <cc> <build type> [cmake args...]
 configure_build() {
@@ -80,9 +48,6 @@ ctest_label() {
         ctest --test-dir "build/$name" -L "$label" --output-on-failure \
               --no-tests=error --timeout 600 "$@"
 }
-
-# shellcheck source=scripts/tsan-probe.sh
-. "$repo/scripts/tsan-probe.sh"
 
 config_gcc() {
     configure_build gcc gcc RelWithDebInfo -DTW_WERROR=ON
@@ -142,14 +107,4 @@ config_proof() {
         "$repo/scripts/test-proof.sh" model inject valgrind
 }
 
-for c in "${configs[@]}"; do
-    current="$c"
-    t0=$SECONDS
-    echo "==== [$c] ===================================================="
-    "config_$c"
-    summary+=("$c ($((SECONDS - t0)) s)")
-done
-
-echo
-echo "test.sh: all passed in $((SECONDS - start_all)) s (TW_STRESS_SECONDS=$TW_STRESS_SECONDS):"
-printf '  %s\n' "${summary[@]}"
+run_steps config_ " (TW_STRESS_SECONDS=$TW_STRESS_SECONDS)"

@@ -294,7 +294,8 @@ int  tw__place(tw_service *s, uint32_t gen, uint32_t idx, uint64_t tick);
 void tw__place_internal(tw_service *s, uint32_t gen, uint32_t idx, uint64_t tick);
 /* The cursor step: process every tick in (cur, target]; claimed timers end
  * in w->due as (key, handle) pairs, earliest first; the key is the deadline
- * with the MANUAL clock, the due tick otherwise. Drainer only. */
+ * with the MANUAL clock, the deadline in sixteenths of a tick otherwise.
+ * Drainer only. */
 void tw__wheel_step(tw_service *s, uint64_t target);
 /* Placements that did not fit a slot's fixed array, drained or not. */
 uint64_t tw__wheel_overflowed(tw_service *s);
@@ -422,6 +423,7 @@ static inline void tw__count_add(_Atomic uint64_t *c, uint64_t n)
 void tw__count_rare(tw_service *s, int which);
 void tw__note_lateness(tw_service *s, uint64_t late_ns);
 uint64_t tw__rare_total(tw_service *s, int which);
+const char *tw__rare_name(int which); /* for reports: "late_slot" */
 /* Wake the cursor if a timer now sits earlier than its planned wake-up. */
 void tw__cursor_poke(tw_service *s, uint64_t tick);
 uint64_t tw__tick_of(const tw_service *s, uint64_t deadline_ns); /* ceil */

@@ -156,6 +156,14 @@ static uint64_t sum_field(tw_service *s, size_t off)
 }
 #define SUM(s, field) sum_field((s), offsetof(tw_stripe, field))
 
+const char *tw__rare_name(int which)
+{
+    static const char *const name[TW_RARE_COUNT] = {
+        "tombstoned", "newer", "late_slot", "cancel_lost", "lease_met", "resched_firing",
+    };
+    return which >= 0 && which < TW_RARE_COUNT ? name[which] : "?";
+}
+
 uint64_t tw__rare_total(tw_service *s, int which)
 {
     return sum_field(s, offsetof(tw_stripe, rare) + (size_t)which * sizeof(uint64_t));

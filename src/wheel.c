@@ -42,9 +42,9 @@
  * Placement (any thread). With the cursor at c (every tick <= c is being or
  * has been processed) a timer due at tick k goes for t = max(k, c + 1), at
  * distance d = t - c >= 1, to the lowest level l that spans d (level_for),
- * in the slot whose epoch e = t rounded down to a multiple of 2^(g*l). Then c < e <= t
- * (for l >= 1, d >= 2^(g*(l-1) + b) >= 2^(g*l) as g <= b) and
- * e - c < 2^(g*l + b): e is that slot's next epoch, drained no later
+ * in the slot whose epoch e = t rounded down to a multiple of 2^(g*l).
+ * Then c < e <= t (for l >= 1, d >= 2^(g*(l-1) + b) >= 2^(g*l) as g <= b)
+ * and e - c < 2^(g*l + b): e is that slot's next epoch, drained no later
  * than t (never late) and the drain re-places what is not yet due (never
  * early: the deadline is checked against the record, not inferred from the
  * slot). Entries are hints; the record's state word and deadline are the
@@ -63,8 +63,8 @@
  *      place it again relative to T (the cascade, and the re-placement of a
  *      timer whose deadline was pushed later);
  *   4. order the claimed timers earliest first: by deadline with the
- *      MANUAL clock, by due tick otherwise (one tick's timers are due
- *      together); a list already in order (the common case) is not sorted.
+ *      MANUAL clock, by sixteenths of a tick otherwise (due_order_key); a
+ *      list already in order (the common case) is not sorted.
  * No callback runs inside the step: the claimed list is run afterwards
  * (workers.c), so callbacks may call anything.
  *
@@ -140,7 +140,8 @@ int tw__wheel_init(tw_wheel *w, uint32_t nslots, uint32_t cap)
     w->slot = aligned_alloc(TW_CACHELINE, (size_t)w->levels * nslots * sizeof *w->slot);
     w->entries = calloc(nsl * cap, sizeof *w->entries);
     w->occ = calloc((size_t)w->levels * w->occ_words, sizeof *w->occ);
-    if (!w->slot || !w->entries || !w->occ) {
+    w->counts = malloc(TW_ORDER_SPAN * sizeof *w->counts);
+    if (!w->slot || !w->entries || !w->occ || !w->counts) {
         tw__wheel_fini(w);
         return TW_ENOMEM;
     }
@@ -435,8 +436,6 @@ static bool order_by_counting(tw_wheel *w)
         hi = due->v[i] > hi ? due->v[i] : hi;
     }
     if (hi - lo >= TW_ORDER_SPAN)
-        return false;
-    if (!w->counts && !(w->counts = malloc(TW_ORDER_SPAN * sizeof *w->counts)))
         return false;
     uint32_t span = (uint32_t)(hi - lo) + 1, at = 0;
     memset(w->counts, 0, span * sizeof *w->counts);

@@ -450,10 +450,6 @@ static void explain_record(const char *msg, producer *prod, uint64_t nthreads)
     }
 }
 
-static const char *rare_name[TW_RARE_COUNT] = {
-    "tombstoned", "newer", "late_slot", "cancel_lost", "lease_met", "resched_firing",
-};
-
 int main(int argc, char **argv)
 {
     uint64_t nthreads = st_arg(argc, argv, 1, 4);
@@ -471,18 +467,9 @@ int main(int argc, char **argv)
            nthreads, g_iterations, seconds, wheel_slots, slot_capacity, seed);
     fflush(stdout);
 
-    tw_config cfg;
-    tw_config_init(&cfg);
-    cfg.clock = TW_CLOCK_MANUAL;
-    cfg.tick_ns = 1000;
-    cfg.wheel_slots = (uint32_t)wheel_slots;
-    cfg.slot_capacity = (uint32_t)slot_capacity;
-    int rc = tw_create(&cfg, &g_s);
-    if (rc != TW_OK) {
-        fprintf(stderr, "tw_create: %s\n", tw_strerror(rc));
-        return 2;
-    }
-    g_tick = cfg.tick_ns;
+    g_s = st_create_manual(wheel_slots, slot_capacity);
+    g_tick = 1000; /* st_create_manual's tick */
+    int rc;
     g_max_delay = tw_max_delay(g_s);
     if (tw_schedule(g_s, g_max_delay + 1, mp_callback, &g_dummy, NULL) != TW_ERANGE)
         st_fail("tw_schedule beyond tw_max_delay did not return TW_ERANGE");
@@ -586,7 +573,7 @@ int main(int argc, char **argv)
            st.ticks, st.overflowed);
     printf("rare paths:");
     for (int i = 0; i < TW_RARE_COUNT; i++)
-        printf(" %s %" PRIu64, rare_name[i], tw__rare_total(g_s, i));
+        printf(" %s %" PRIu64, tw__rare_name(i), tw__rare_total(g_s, i));
     printf("\n");
 
     if (st.pending != 0)

@@ -375,10 +375,6 @@ static void account(rp_rec *r, totals *t, int who, size_t idx)
                 fire_now, r->lb, r->reschedules);
 }
 
-static const char *const rare_name[TW_RARE_COUNT] = {
-    "tombstoned", "newer", "late_slot", "cancel_lost", "lease_met", "resched_firing",
-};
-
 int main(int argc, char **argv)
 {
     uint64_t nthreads = st_arg(argc, argv, 1, 3);
@@ -398,18 +394,9 @@ int main(int argc, char **argv)
            slot_capacity, require, seed);
     fflush(stdout);
 
-    tw_config cfg;
-    tw_config_init(&cfg);
-    cfg.clock = TW_CLOCK_MANUAL;
-    cfg.tick_ns = 1000;
-    cfg.wheel_slots = (uint32_t)wheel_slots;
-    cfg.slot_capacity = (uint32_t)slot_capacity;
-    int rc = tw_create(&cfg, &g_s);
-    if (rc != TW_OK) {
-        fprintf(stderr, "tw_create: %s\n", tw_strerror(rc));
-        return 2;
-    }
-    g_tick = cfg.tick_ns;
+    g_s = st_create_manual(wheel_slots, slot_capacity);
+    g_tick = 1000; /* st_create_manual's tick */
+    int rc;
 
     producer *prod = calloc(nthreads, sizeof *prod);
     st_rng adv_rng;
@@ -479,11 +466,11 @@ int main(int argc, char **argv)
     uint64_t missing = 0;
     for (int i = 0; i < TW_RARE_COUNT; i++) {
         uint64_t n = tw__rare_total(g_s, i);
-        printf(" %s %" PRIu64, rare_name[i], n);
+        printf(" %s %" PRIu64, tw__rare_name(i), n);
         if (n == 0) {
             missing++;
             if (require)
-                st_fail("rare path %s was never taken", rare_name[i]);
+                st_fail("rare path %s was never taken", tw__rare_name(i));
         }
     }
     printf(" overflowed %" PRIu64 "\n", st.overflowed);

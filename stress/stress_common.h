@@ -192,4 +192,23 @@ static inline void st_start(pthread_t *t, void *(*fn)(void *), void *arg)
     }
 }
 
+/* A MANUAL-clock service with a 1 us tick and the given wheel; exits 2 if
+ * tw_create refuses. */
+static inline tw_service *st_create_manual(uint64_t wheel_slots, uint64_t slot_capacity)
+{
+    tw_config cfg;
+    tw_config_init(&cfg);
+    cfg.clock = TW_CLOCK_MANUAL;
+    cfg.tick_ns = 1000;
+    cfg.wheel_slots = (uint32_t)wheel_slots;
+    cfg.slot_capacity = (uint32_t)slot_capacity;
+    tw_service *s = NULL;
+    int rc = tw_create(&cfg, &s);
+    if (rc != TW_OK) {
+        fprintf(stderr, "tw_create: %s\n", tw_strerror(rc));
+        exit(2);
+    }
+    return s;
+}
+
 #endif /* TW_STRESS_COMMON_H */

@@ -535,10 +535,6 @@ static void account(ts_rec *r, totals *t, const char *who, size_t idx)
                 idx, r->handle, atomic_load(&r->after_cancel));
 }
 
-static const char *rare_name[TW_RARE_COUNT] = {
-    "tombstoned", "newer", "late_slot", "cancel_lost", "lease_met", "resched_firing",
-};
-
 int main(int argc, char **argv)
 {
     uint64_t nthreads = st_arg(argc, argv, 1, 4);
@@ -637,7 +633,7 @@ int main(int argc, char **argv)
            st.ticks, st.overflowed, st.max_lateness_ns / 1000, q99 / 1000);
     printf("rare paths:");
     for (int i = 0; i < TW_RARE_COUNT; i++)
-        printf(" %s %" PRIu64, rare_name[i], rare[i]);
+        printf(" %s %" PRIu64, tw__rare_name(i), rare[i]);
     printf("\n");
 
     if (st.pending != 0)
