@@ -68,7 +68,8 @@ enum {
 };
 
 /* The calling thread's counter stripe (service.c): an index, and whether
- * this thread alone uses that index (the first TW_STRIPES threads). */
+ * this thread alone uses that index (an owned stripe, held until the
+ * thread exits; TW_OWNED_STRIPES threads at a time). */
 extern _Thread_local uint32_t tw__stripe_mine; /* UINT32_MAX: not assigned */
 extern _Thread_local bool tw__stripe_owned;
 
@@ -131,7 +132,12 @@ typedef struct tw_magazine {
     uint32_t idx[TW_MAGAZINE];
 } TW_ALIGNED tw_magazine;
 
-#define TW_STRIPES 16
+/* Stripes 0 .. TW_OWNED_STRIPES-1 each have at most one owner thread at a
+ * time (plain load + store counts, a record magazine); the others are
+ * shared round-robin by threads beyond that (atomic adds, no magazine). */
+#define TW_OWNED_STRIPES 16
+#define TW_SHARED_STRIPES 4
+#define TW_STRIPES (TW_OWNED_STRIPES + TW_SHARED_STRIPES)
 
 typedef struct tw_records {
     _Atomic(tw_record *) chunk[TW_REC_CHUNKS];
@@ -140,7 +146,7 @@ typedef struct tw_records {
     _Atomic uint32_t next_unused TW_ALIGNED; /* never-used indexes start here */
     uint32_t limit;                       /* max records (max_timers or TW_REC_MAX) */
     uint32_t gen_base;                    /* first generation of every record */
-    tw_magazine mag[TW_STRIPES];          /* one per owned stripe (its thread only) */
+    tw_magazine mag[TW_OWNED_STRIPES];    /* one per owned stripe (its owner only) */
 } tw_records;
 
 int  tw__records_init(tw_records *r, uint64_t max_timers);
@@ -397,10 +403,11 @@ struct tw_service {
     tw_stripe stripe[TW_STRIPES];
 };
 
-/* This thread's stripe. The first TW_STRIPES threads of the process each
- * own one (a plain load and store count, no locked instruction); later
- * threads share them round-robin and count with an atomic add. Inline, as
- * every hot call counts once. */
+/* This thread's stripe. Up to TW_OWNED_STRIPES threads at a time each own
+ * one (a plain load and store count, no locked instruction), handed on when
+ * the thread exits; threads beyond that share the TW_SHARED_STRIPES others
+ * round-robin and count with an atomic add. Inline, as every hot call
+ * counts once. */
 uint32_t tw__stripe_assign(void);
 static inline tw_stripe *tw__stripe(tw_service *s)
 {

@@ -26,7 +26,8 @@
  * a cancelled record only after a grace period. Generation tags need
  * nothing from the user's threads and free the record at cancel time.
  *
- * Free list: each of the first TW_STRIPES threads keeps up to TW_MAGAZINE
+ * Free list: each thread that owns a counter stripe (TW_OWNED_STRIPES at a
+ * time, service.c) keeps up to TW_MAGAZINE
  * freed records to itself (only when max_timers is not set), so churn on one
  * thread does not touch shared memory (a full magazine hands half of
  * itself over as one chain, one CAS); beyond that, a Treiber stack over

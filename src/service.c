@@ -28,6 +28,7 @@
  *
  * Statistics are striped per thread (TW_STRIPES cache lines), so the hot
  * paths never share a counter line across threads; a snapshot sums them.
+ * A thread owns its stripe until it exits (tw__stripe_assign).
  */
 #include "internal.h"
 
@@ -105,16 +106,74 @@ uint64_t tw_max_delay(const tw_service *s)
 
 /* ---- statistics -------------------------------------------------------------- */
 
-static _Atomic uint32_t stripe_next;
+/* Owned stripes are process-wide indexes (every service has TW_STRIPES
+ * stripes and TW_OWNED_STRIPES magazines), taken by a thread on its first
+ * call and given back when it exits, through a pthread key destructor: so
+ * a server whose threads come and go keeps per-thread counting and record
+ * caches, and two threads never own one stripe at once (an owner's load +
+ * store would lose a concurrent add). */
+static _Atomic uint32_t stripes_owned; /* bit i: stripe i has an owner */
+static _Atomic uint32_t shared_next;
+static pthread_key_t stripe_key;
+static bool stripe_key_ok;
+static pthread_once_t stripe_once = PTHREAD_ONCE_INIT;
 _Thread_local uint32_t tw__stripe_mine = UINT32_MAX;
 _Thread_local bool tw__stripe_owned;
 
+static uint32_t shared_stripe(void)
+{
+    /* Relaxed: spreading threads over the shared stripes orders nothing. */
+    uint32_t n = atomic_fetch_add_explicit(&shared_next, 1, memory_order_relaxed);
+    return TW_OWNED_STRIPES + n % TW_SHARED_STRIPES;
+}
+
+/* Thread exit (or a later tw_ call from another key's destructor, which
+ * then counts on a shared stripe). */
+static void stripe_release(void *owned_plus_one)
+{
+    uint32_t i = (uint32_t)(uintptr_t)owned_plus_one - 1;
+    tw__stripe_owned = false;
+    tw__stripe_mine = shared_stripe();
+    /* Release: the next owner of stripe i sees our last counts and our
+     * magazines' contents (its acquire CAS below). */
+    atomic_fetch_and_explicit(&stripes_owned, ~(1u << i), memory_order_release);
+}
+
+static void stripe_key_create(void)
+{
+    stripe_key_ok = pthread_key_create(&stripe_key, stripe_release) == 0;
+}
+
+static bool take_owned_stripe(uint32_t *out)
+{
+    /* Relaxed: a first guess; the CAS checks it. */
+    uint32_t m = atomic_load_explicit(&stripes_owned, memory_order_relaxed);
+    const uint32_t all = (1u << TW_OWNED_STRIPES) - 1;
+    while (m != all) {
+        uint32_t i = (uint32_t)__builtin_ctz(~m);
+        /* Acquire: the previous owner's counts and magazines (its release
+         * at exit) happen before our first plain load + store. */
+        if (atomic_compare_exchange_weak_explicit(&stripes_owned, &m, m | 1u << i,
+                                                  memory_order_acquire,
+                                                  memory_order_relaxed)) {
+            if (pthread_setspecific(stripe_key, (void *)(uintptr_t)(i + 1)) == 0) {
+                *out = i;
+                return true;
+            }
+            /* Release: nobody used it; hand it straight back. */
+            atomic_fetch_and_explicit(&stripes_owned, ~(1u << i), memory_order_release);
+            return false;
+        }
+    }
+    return false;
+}
+
 uint32_t tw__stripe_assign(void)
 {
-    /* Relaxed: only uniqueness matters, which the RMW gives. */
-    uint32_t n = atomic_fetch_add_explicit(&stripe_next, 1, memory_order_relaxed);
-    tw__stripe_owned = n < TW_STRIPES;
-    tw__stripe_mine = n % TW_STRIPES;
+    pthread_once(&stripe_once, stripe_key_create);
+    uint32_t i;
+    tw__stripe_owned = stripe_key_ok && take_owned_stripe(&i);
+    tw__stripe_mine = tw__stripe_owned ? i : shared_stripe();
     return tw__stripe_mine;
 }
 

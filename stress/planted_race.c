@@ -91,6 +91,12 @@ static void *manual_armer(void *arg)
     }
     atomic_store_explicit(&g_armed, 1, memory_order_release); /* orders the arming only */
     g_planted = 42; /* RACE (planted): after the release above */
+    /* Stay until the callback ran: a thread's exit hands its counter
+     * stripe on (a release the next taker acquires), which would order
+     * the write before the callback if B took its stripe after we left.
+     * Acquire from B orders nothing from us towards B. */
+    while (!atomic_load_explicit(&g_done, memory_order_acquire))
+        sched_yield();
     return NULL;
 }
 
