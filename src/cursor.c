@@ -15,6 +15,15 @@
  *     wakes only when something is due, or when a producer arms a timer
  *     earlier than the planned wake-up (tw__cursor_poke).
  *
+ * Lookahead: with a worker pool, the cursor processes each tick one tick
+ * early (at the boundary before it) and the workers start each timer at
+ * its deadline, in quarters of a tick (workers.c), never before: so
+ * lateness is not the tick's rounding (up to a whole tick for a deadline
+ * just after a boundary) but a quarter of a tick plus the wake-up. A
+ * claimed timer can still be cancelled or moved until it starts. With
+ * workers = 0 the cursor itself runs the callbacks, so it does not look
+ * ahead (a callback would otherwise run early).
+ *
  * No lost wake-up: the cursor reads wake_seq, publishes wake_tick, then
  * re-scans the bitmaps (all seq_cst); a producer marks its slot's bit, then
  * reads wake_tick (seq_cst). Either the re-scan sees the bit, or the
@@ -49,14 +58,22 @@ void tw__cursor_poke(tw_service *s, uint64_t tick)
     }
 }
 
-static uint64_t tick_start(const tw_service *s, uint64_t tick)
+/* Ticks the cursor processes ahead of the clock (see the top). */
+static uint64_t lookahead(const tw_service *s)
 {
-    return s->origin + tick * s->cfg.tick_ns;
+    return s->pool.nthreads > 0 ? 1 : 0;
 }
 
+/* When the cursor processes tick `tick`: its boundary, a lookahead early. */
+static uint64_t tick_start(const tw_service *s, uint64_t tick)
+{
+    return s->origin + (tick - lookahead(s)) * s->cfg.tick_ns;
+}
+
+/* The last tick the cursor may process now. */
 static uint64_t current_tick(const tw_service *s)
 {
-    return tw__tick_floor(s, tw__clock_monotonic() - s->origin);
+    return tw__tick_floor(s, tw__clock_monotonic() - s->origin) + lookahead(s);
 }
 
 static bool quitting(tw_service *s)

@@ -331,6 +331,8 @@ typedef struct tw_pool {
     _Atomic int32_t work_seq;    /* futex word: bumped on every enqueue */
     _Atomic uint32_t sleepers;   /* workers in (or going into) futex_wait */
     _Atomic bool quit;
+    _Atomic int32_t quit_seq;    /* futex word: bumped when the pool quits
+                                    (wakes workers waiting for a deadline) */
     uint32_t nthreads;
     pthread_t *threads;
 } tw_pool;

@@ -556,8 +556,12 @@ static int move_running(tw_service *s, tw_record *rec, uint32_t idx, uint64_t de
 static int move_pending(tw_service *s, tw_record *rec, uint32_t idx, uint64_t deadline,
                         bool taken_back)
 {
-    /* Relaxed: we own the deadline word under the lease. */
+    /* Relaxed: we own the deadline word under the lease. The release fence
+     * keeps the new deadline after the lease CAS for a runner that reads
+     * the deadline of a FIRING timer and then the state again (workers.c,
+     * claim_run): if it sees the new deadline, it sees the state moved. */
     uint64_t old = atomic_load_explicit(&rec->deadline, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
     atomic_store_explicit(&rec->deadline, deadline, memory_order_relaxed);
     uint64_t tick = tw__tick_of(s, deadline);
     /* Later: the entry it has (at or before the old tick) re-places it when

@@ -358,9 +358,9 @@ static void drain_level(tw_wheel *w, uint32_t l, uint64_t c, uint64_t T)
  * tick's timers all start at or after its boundary, one after another, so
  * a timer's lateness is its rounding (boundary - deadline, up to a tick)
  * plus its place in the queue. Earliest deadline first gives the largest
- * rounding the front of the queue, so the two do not add up: the worst
- * case stays near one tick, not one tick plus the time to run the tick.
- * (On this VM the effect is within the run-to-run noise of WL3.) */
+ * rounding the front of the queue, so the two do not add up. And with the
+ * cursor's lookahead (cursor.c) the workers start a tick's timers at their
+ * deadlines, which they can do in order only if the list is in order. */
 #define TW_SUBTICKS 16
 
 static uint64_t due_order_key(const tw_service *s, uint64_t deadline, uint64_t tick)
