@@ -273,8 +273,9 @@ typedef struct tw_wheel {
     uint32_t step;           /* log2(granularity of level l+1 / level l) */
     uint32_t nslots;         /* slots per level */
     uint32_t levels;
+    uint32_t lanes;          /* copies of every slot, one per CPU (wheel.c) */
     uint32_t cap;            /* slot_capacity */
-    tw_slot *slot;           /* levels * nslots */
+    tw_slot *slot;           /* lanes * levels * nslots */
     _Atomic uint64_t *entries; /* every slot's segment 0, one allocation */
     _Atomic uint64_t *occ;   /* occupancy: levels * occ_words bits */
     uint32_t occ_words;      /* 64-bit words per level */

@@ -32,9 +32,11 @@
  * moves at most 16 ticks' worth; a long timer pays a few more hops (one per
  * 4 bits of its delay, each a single placement). Adjacent levels overlap
  * (level l+1's slots nearest the cursor are never used): placement picks
- * the lowest level that spans the distance. The cost is memory at
- * creation: 9 levels * 4096 slots * 64 bytes of counters (2.3 MiB), plus
- * the fixed arrays (9 * 4096 * capacity * 8 bytes, zero pages until used).
+ * the lowest level that spans the distance. Every slot exists once per
+ * lane (one lane per CPU, up to 4: see my_lane). The cost is memory at
+ * creation: lanes * 9 levels * 4096 slots * 64 bytes of counters (2.3 MiB
+ * a lane), plus the fixed arrays (as many slots * capacity * 8 bytes, zero
+ * pages until used).
  *
  * The longest delay is 2^41 - 1 ticks (TW_HORIZON_TICKS), at least the 2^40
  * the contract asks for; TW_ERANGE beyond.
@@ -82,6 +84,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <unistd.h>
 
 #define LATE_SLOTS 2
 #define TW_ORDER_SPAN 4096 /* widest key range order_due sorts by counting */
@@ -121,9 +125,39 @@ static uint32_t rot_of(const tw_wheel *w, uint32_t l, uint64_t epoch)
     return (uint32_t)((epoch >> (level_shift(w, l) + w->bits)) & TW_SLOT_ROT_MASK);
 }
 
-static tw_slot *slot_at(const tw_wheel *w, uint32_t l, uint32_t i)
+/* Slot i of level l in one lane. Lanes are whole wheels of counters apart,
+ * so no two lanes of a slot share a cache line or its prefetch pair. */
+static tw_slot *slot_at(const tw_wheel *w, uint32_t l, uint32_t i, uint32_t lane)
 {
-    return &w->slot[(size_t)l * w->nslots + i];
+    return &w->slot[((size_t)lane * w->levels + l) * w->nslots + i];
+}
+
+static size_t slots_total(const tw_wheel *w)
+{
+    return (size_t)w->lanes * w->levels * w->nslots;
+}
+
+/* Lanes: one per CPU, up to TW_MAX_LANES. Every placement is a CAS on its
+ * slot's counter and a write to the slot's next entry; when producers on
+ * two cores aim at the same slots (random delays, a few thousand live
+ * slots) each of those lines crosses between the cores (~200 ns here,
+ * bench/floor.c) on most placements. With a lane per CPU, producers on one
+ * CPU never run at once, so a lane's lines stay in that core's cache; the
+ * drain takes every lane of a slot. */
+#define TW_MAX_LANES 4
+
+static uint32_t lanes_for_machine(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > TW_MAX_LANES ? TW_MAX_LANES : (uint32_t)n;
+}
+
+static uint32_t my_lane(const tw_wheel *w)
+{
+    if (w->lanes == 1)
+        return 0;
+    int cpu = sched_getcpu(); /* a hint: a migration costs sharing, not safety */
+    return cpu < 0 ? 0 : (uint32_t)cpu % w->lanes;
 }
 
 int tw__wheel_init(tw_wheel *w, uint32_t nslots, uint32_t cap)
@@ -136,8 +170,9 @@ int tw__wheel_init(tw_wheel *w, uint32_t nslots, uint32_t cap)
     w->levels = 1 + (TW_WHEEL_SPAN_BITS - w->bits + w->step - 1) / w->step;
     w->cap = cap;
     w->occ_words = (nslots + 63) / 64;
-    size_t nsl = (size_t)w->levels * nslots + LATE_SLOTS;
-    w->slot = aligned_alloc(TW_CACHELINE, (size_t)w->levels * nslots * sizeof *w->slot);
+    w->lanes = lanes_for_machine();
+    size_t nsl = slots_total(w) + LATE_SLOTS;
+    w->slot = aligned_alloc(TW_CACHELINE, slots_total(w) * sizeof *w->slot);
     w->entries = calloc(nsl * cap, sizeof *w->entries);
     w->occ = calloc((size_t)w->levels * w->occ_words, sizeof *w->occ);
     w->counts = malloc(TW_ORDER_SPAN * sizeof *w->counts);
@@ -145,18 +180,20 @@ int tw__wheel_init(tw_wheel *w, uint32_t nslots, uint32_t cap)
         tw__wheel_fini(w);
         return TW_ENOMEM;
     }
-    for (uint32_t l = 0; l < w->levels; l++) {
-        for (uint32_t i = 0; i < nslots; i++) {
-            tw_slot *sl = slot_at(w, l, i);
-            uint64_t e = next_epoch_after(w, l, i, 0);
-            atomic_init(&sl->word, (uint64_t)rot_of(w, l, e) << TW_SLOT_ROT_SHIFT);
-            sl->base = &w->entries[((size_t)l * nslots + i) * cap];
-            atomic_init(&sl->ovf, NULL);
+    for (uint32_t lane = 0; lane < w->lanes; lane++) {
+        for (uint32_t l = 0; l < w->levels; l++) {
+            for (uint32_t i = 0; i < nslots; i++) {
+                tw_slot *sl = slot_at(w, l, i, lane);
+                uint64_t e = next_epoch_after(w, l, i, 0);
+                atomic_init(&sl->word, (uint64_t)rot_of(w, l, e) << TW_SLOT_ROT_SHIFT);
+                sl->base = &w->entries[(size_t)(sl - w->slot) * cap];
+                atomic_init(&sl->ovf, NULL);
+            }
         }
     }
     for (int j = 0; j < LATE_SLOTS; j++) {
         atomic_init(&w->late[j].word, 0);
-        w->late[j].base = &w->entries[((size_t)w->levels * nslots + j) * cap];
+        w->late[j].base = &w->entries[(slots_total(w) + (size_t)j) * cap];
         atomic_init(&w->late[j].ovf, NULL);
     }
     atomic_init(&w->cur, 0);
@@ -166,7 +203,7 @@ int tw__wheel_init(tw_wheel *w, uint32_t nslots, uint32_t cap)
 void tw__wheel_fini(tw_wheel *w)
 {
     if (w->slot) {
-        for (size_t i = 0; i < (size_t)w->levels * w->nslots; i++)
+        for (size_t i = 0; i < slots_total(w); i++)
             tw__slot_fini(&w->slot[i], w->cap);
     }
     for (int j = 0; j < LATE_SLOTS; j++)
@@ -235,7 +272,7 @@ static int place_once(tw_service *s, uint64_t value, uint64_t k)
     uint32_t sh = level_shift(w, l);
     uint64_t e = (t >> sh) << sh;
     uint32_t i = (uint32_t)((e >> sh) & (w->nslots - 1));
-    tw_slot *sl = slot_at(w, l, i);
+    tw_slot *sl = slot_at(w, l, i, my_lane(w));
     uint32_t pos, behind;
     int rc = tw__slot_reserve(sl, w->cap, rot_of(w, l, e), &pos, &behind);
     if (rc == TW_SLOT_NEWER) {
@@ -312,9 +349,11 @@ static void count_overflow(tw_wheel *w, uint32_t n)
 static void drain_slot(tw_wheel *w, uint32_t l, uint32_t i, uint64_t target)
 {
     uint64_t next = next_epoch_after(w, l, i, target);
+    uint32_t rot = rot_of(w, l, next);
     occupancy_clear(w, l, i);
-    count_overflow(w, tw__slot_drain(slot_at(w, l, i), w->cap, next, rot_of(w, l, next),
-                                     &w->taken));
+    for (uint32_t lane = 0; lane < w->lanes; lane++)
+        count_overflow(w, tw__slot_drain(slot_at(w, l, i, lane), w->cap, next, rot,
+                                         &w->taken));
 }
 
 static uint64_t slot_overflow_now(const tw_wheel *w, tw_slot *sl)
@@ -329,7 +368,7 @@ uint64_t tw__wheel_overflowed(tw_service *s)
     tw_wheel *w = &s->wheel;
     /* Relaxed: a statistic, summed while producers may be placing. */
     uint64_t sum = atomic_load_explicit(&w->overflowed, memory_order_relaxed);
-    for (size_t i = 0; i < (size_t)w->levels * w->nslots; i++)
+    for (size_t i = 0; i < slots_total(w); i++)
         sum += slot_overflow_now(w, &w->slot[i]);
     for (int j = 0; j < LATE_SLOTS; j++)
         sum += slot_overflow_now(w, &w->late[j]);
@@ -583,20 +622,19 @@ static int check_slots(check_ctx *x)
 {
     tw_wheel *w = &x->s->wheel;
     uint64_t c = atomic_load_explicit(&w->cur, memory_order_acquire);
-    for (uint32_t l = 0; l < w->levels; l++) {
-        for (uint32_t i = 0; i < w->nslots; i++) {
-            tw_slot *sl = slot_at(w, l, i);
-            uint64_t e = next_epoch_after(w, l, i, c);
-            uint64_t word = atomic_load_explicit(&sl->word, memory_order_acquire);
-            if (tw__slot_rot(word) != rot_of(w, l, e))
-                return fail(x, "slot %llu of level %llu not open for epoch %llu", i, l, e);
-            uint64_t occ = atomic_load_explicit(&w->occ[(size_t)l * w->occ_words + i / 64],
-                                                memory_order_acquire);
-            if ((word & TW_SLOT_COUNT_MASK) && !(occ & (1ull << (i % 64))))
-                return fail(x, "slot %llu of level %llu occupied, bit clear%llu", i, l, 0);
-            if (check_entries(x, sl, e, false))
-                return -1;
-        }
+    for (size_t k = 0; k < slots_total(w); k++) {
+        uint32_t i = (uint32_t)(k % w->nslots), l = (uint32_t)(k / w->nslots % w->levels);
+        tw_slot *sl = &w->slot[k];
+        uint64_t e = next_epoch_after(w, l, i, c);
+        uint64_t word = atomic_load_explicit(&sl->word, memory_order_acquire);
+        if (tw__slot_rot(word) != rot_of(w, l, e))
+            return fail(x, "slot %llu of level %llu not open for epoch %llu", i, l, e);
+        uint64_t occ = atomic_load_explicit(&w->occ[(size_t)l * w->occ_words + i / 64],
+                                            memory_order_acquire);
+        if ((word & TW_SLOT_COUNT_MASK) && !(occ & (1ull << (i % 64))))
+            return fail(x, "slot %llu of level %llu occupied, bit clear%llu", i, l, 0);
+        if (check_entries(x, sl, e, false))
+            return -1;
     }
     for (int j = 0; j < LATE_SLOTS; j++) {
         if (check_entries(x, &w->late[j], 0, true))
