@@ -4,6 +4,7 @@
  * Parts (one file each, each with its own design comment):
  *   records.c  timer records: type-stable table, handles, state word, free list
  *   slots.c    one lock-free slot: epoch-tagged counter, reserve, publish, drain
+ *   arena.c    memory for the slots' small overflow segments (huge pages)
  *   wheel.c    levels, placement, the cursor step over a range of ticks, idle scan,
  *              the invariant checker
  *   clock.c    the service clock: monotonic, manual, absolute sleeps
@@ -205,6 +206,21 @@ static inline bool tw__entry_matches(uint64_t entry, uint32_t gen)
     return ((entry >> 32) & 0x7fffffffu) == (gen & 0x7fffffffu);
 }
 
+/* ---- arena.c ----------------------------------------------------------- */
+
+/* Bump-allocated memory for small overflow segments, freed at destroy. */
+struct tw_arena_chunk;
+typedef struct tw_arena {
+    _Atomic(struct tw_arena_chunk *) cur; /* the chunk being handed out */
+} tw_arena;
+void  tw__arena_init(tw_arena *a);
+void  tw__arena_fini(tw_arena *a);
+/* Zeroed memory of `bytes` (64-byte aligned), any thread; NULL: no memory. */
+void *tw__arena_alloc(tw_arena *a, size_t bytes);
+/* Give back p (from tw__arena_alloc, never written) if nothing was taken
+ * after it; otherwise it stays unused. */
+void  tw__arena_undo(tw_arena *a, void *p, size_t bytes);
+
 #define TW_SLOT_SEGS 28 /* the fixed array, then 27 doubling overflow segments
                            (64 << 26 >= 2^32 positions) */
 
@@ -212,6 +228,7 @@ typedef struct tw_slot {
     _Atomic uint64_t word;              /* rot (31) | closed (1) | count (32) */
     _Atomic uint64_t *base;             /* segment 0: cap entries, set at create */
     _Atomic(struct tw_overflow *) ovf;  /* segments 1.., made on first overflow */
+    tw_arena *arena;                    /* the wheel's, for small segments */
 } TW_ALIGNED tw_slot;
 
 typedef struct tw_overflow {
@@ -279,6 +296,7 @@ typedef struct tw_wheel {
     _Atomic uint64_t *entries; /* every slot's segment 0, one allocation */
     _Atomic uint64_t *occ;   /* occupancy: levels * occ_words bits */
     uint32_t occ_words;      /* 64-bit words per level */
+    tw_arena arena;          /* small overflow segments of every slot */
     tw_slot late[2];         /* always-open refuges for placements whose target
                                 slot was closed under them */
     _Atomic uint64_t cur TW_ALIGNED; /* end tick of the last range whose

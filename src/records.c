@@ -30,7 +30,8 @@
  * time, service.c) keeps up to TW_MAGAZINE
  * freed records to itself (only when max_timers is not set), so churn on one
  * thread does not touch shared memory (a full magazine hands half of
- * itself over as one chain, one CAS); beyond that, a Treiber stack over
+ * itself over as one chain, one CAS; an empty one takes never-used records
+ * 16 at a time); beyond that, a Treiber stack over
  * record indexes with a 32-bit tag in the
  * head word (tag | index + 1), one 64-bit CAS; a FREE record's deadline
  * word holds its link. ck_stack would need the
@@ -138,7 +139,7 @@ tw_record *tw__rec_of(const tw_records *r, tw_timer t)
 uint32_t tw__records_high(const tw_records *r)
 {
     /* Seq_cst: tw_stop's sweep reads the high-water mark after announcing
-     * the stop; pairs with the seq_cst fetch_add in fresh_index(). */
+     * the stop; pairs with the seq_cst CAS in fresh_indexes(). */
     uint32_t n = atomic_load_explicit(&((tw_records *)r)->next_unused,
                                       memory_order_seq_cst);
     return n < r->limit ? n : r->limit;
@@ -172,7 +173,7 @@ static int ensure_chunk(tw_records *r, uint32_t j)
     if (atomic_load_explicit(&r->chunk[j], memory_order_acquire))
         return TW_OK;
     uint32_t n = chunk_len(j);
-    /* Zeroed: state 0 (generation 0) is "never used"; fresh_index gives a
+    /* Zeroed: state 0 (generation 0) is "never used"; fresh_indexes gives a
      * record its first generation when it hands it out. */
     tw_record *c = calloc(n, sizeof *c);
     if (!c)
@@ -188,31 +189,42 @@ static int ensure_chunk(tw_records *r, uint32_t j)
     return TW_OK;
 }
 
-static int fresh_index(tw_records *r, uint32_t *idx)
+/* Take up to `want` never-used indexes [*first, *first + *got): one CAS,
+ * so the table never grows past the limit. Each record gets its first
+ * generation (FREE). */
+static int fresh_indexes(tw_records *r, uint32_t want, uint32_t *first, uint32_t *got)
 {
-    /* Relaxed pre-check keeps a full table from racing the counter past
-     * the limit on every call. */
-    if (atomic_load_explicit(&r->next_unused, memory_order_relaxed) >= r->limit)
-        return TW_EAGAIN;
-    /* Seq_cst: tw_stop reads the high-water mark after it announces the
-     * stop; a producer that takes a fresh index after that read sees the
-     * announcement when it re-checks (see service.c, schedule_commit). */
-    uint32_t i = atomic_fetch_add_explicit(&r->next_unused, 1, memory_order_seq_cst);
-    if (i >= r->limit) {
-        atomic_fetch_sub_explicit(&r->next_unused, 1, memory_order_relaxed);
-        return TW_EAGAIN;
-    }
+    /* Seq_cst (the load and the CAS): tw_stop reads the high-water mark
+     * after it announces the stop; a producer that takes a fresh index
+     * after that read sees the announcement when it re-checks (see
+     * service.c, schedule_commit). */
+    uint32_t n = atomic_load_explicit(&r->next_unused, memory_order_seq_cst);
+    uint32_t k;
+    do {
+        if (n >= r->limit)
+            return TW_EAGAIN;
+        k = r->limit - n < want ? r->limit - n : want;
+    } while (!atomic_compare_exchange_weak_explicit(&r->next_unused, &n, n + k,
+                                                    memory_order_seq_cst,
+                                                    memory_order_seq_cst));
+    /* A block of at most TW_MAGAZINE spans at most two chunks (>= 1024). */
     uint32_t off;
-    int rc = ensure_chunk(r, chunk_of(i, &off));
+    int rc = ensure_chunk(r, chunk_of(n, &off));
+    if (rc == TW_OK)
+        rc = ensure_chunk(r, chunk_of(n + k - 1, &off));
     if (rc != TW_OK) {
-        /* The index is burnt: it stays FREE-less in no list. Rare (ENOMEM),
-         * and the chunk will be made by the next caller that needs it. */
+        /* The indexes are burnt: they stay FREE-less in no list. Rare
+         * (ENOMEM), and the chunk will be made by the next caller that
+         * needs it. */
         return rc;
     }
-    *idx = i;
-    /* Relaxed: ours until published PENDING (seq_cst) by the scheduler. */
-    atomic_store_explicit(&tw__rec(r, i)->state, (uint64_t)r->gen_base << TW_GEN_SHIFT,
-                          memory_order_relaxed);
+    for (uint32_t i = n; i < n + k; i++) {
+        /* Relaxed: ours until published PENDING (seq_cst) by the scheduler. */
+        atomic_store_explicit(&tw__rec(r, i)->state,
+                              (uint64_t)r->gen_base << TW_GEN_SHIFT, memory_order_relaxed);
+    }
+    *first = n;
+    *got = k;
     return TW_OK;
 }
 
@@ -253,6 +265,23 @@ static tw_magazine *my_magazine(tw_records *r)
     return &r->mag[tw__stripe_mine];
 }
 
+/* A thread with a magazine takes never-used records TW_MAGAZINE / 2 at a
+ * time: its records then sit together, so two threads' fresh timers do not
+ * share cache lines (one index at a time gives threads that schedule at
+ * once alternate records, two to a line), and the shared counter takes one
+ * RMW per 16 records. Hands out the lowest; keeps the rest. */
+static int refill_fresh(tw_records *r, tw_magazine *m, uint32_t *idx)
+{
+    uint32_t first, got;
+    int rc = fresh_indexes(r, TW_MAGAZINE / 2, &first, &got);
+    if (rc != TW_OK)
+        return rc;
+    for (uint32_t k = got - 1; k > 0; k--)
+        m->idx[m->n++] = first + k;
+    *idx = first;
+    return TW_OK;
+}
+
 int tw__rec_alloc(tw_records *r, uint32_t *idx, tw_record **rec, uint64_t *state)
 {
     tw_magazine *m = my_magazine(r);
@@ -260,7 +289,8 @@ int tw__rec_alloc(tw_records *r, uint32_t *idx, tw_record **rec, uint64_t *state
         *idx = m->idx[--m->n];
         *rec = tw__rec(r, *idx);
     } else if (!pop_free(r, idx, rec)) {
-        int rc = fresh_index(r, idx);
+        uint32_t one;
+        int rc = m ? refill_fresh(r, m, idx) : fresh_indexes(r, 1, idx, &one);
         if (rc != TW_OK)
             return rc;
         *rec = tw__rec(r, *idx);

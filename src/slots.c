@@ -34,7 +34,9 @@
  * a producer delayed across a reopen can never publish into a later epoch.
  *
  * Room beyond slot_capacity: overflow segment j >= 1 holds 64 << (j - 1)
- * entries and is made on first use (CAS-installed; the loser frees its copy). A producer
+ * entries and is made on first use (CAS-installed; the loser gives its copy
+ * back). Segments under 64 KiB come from the wheel's arena (arena.c), larger
+ * ones are mapped one by one. A producer
  * makes the segment for position p before it reserves p, so a reserved
  * position always has memory and the drainer never allocates. Segments stay
  * with the slot until tw_destroy and are reused by later epochs (the EMPTY
@@ -106,28 +108,38 @@ _Atomic uint64_t *tw__slot_entry(tw_slot *sl, uint32_t cap, uint32_t pos)
     return seg ? &seg[off] : NULL;
 }
 
-/* Overflow segments of 64 KiB and more are mapped, not taken from malloc:
- * their pages stay unbacked until entries are written, so the unused tail
- * of a slot's last segment costs no memory (malloc would hand back recycled,
- * zeroed, resident memory). */
+/* Overflow segments of 64 KiB and more are mapped one by one: their pages
+ * stay unbacked until entries are written, so the unused tail of a slot's
+ * last segment costs no memory. Smaller ones come from the wheel's arena
+ * (arena.c: huge pages, no fault per 4 KiB), where a tail is a few KiB. */
 #define TW_SEG_MAP_BYTES (64u * 1024u)
 
-static _Atomic uint64_t *seg_alloc(uint32_t cap, uint32_t j)
+static size_t seg_bytes(uint32_t cap, uint32_t j)
 {
-    size_t bytes = seg_len(cap, j) * sizeof(_Atomic uint64_t);
+    return seg_len(cap, j) * sizeof(_Atomic uint64_t);
+}
+
+static _Atomic uint64_t *seg_alloc(tw_slot *sl, uint32_t cap, uint32_t j)
+{
+    size_t bytes = seg_bytes(cap, j);
     if (bytes < TW_SEG_MAP_BYTES)
-        return calloc(seg_len(cap, j), sizeof(_Atomic uint64_t));
+        return tw__arena_alloc(sl->arena, bytes);
     void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     return p == MAP_FAILED ? NULL : p;
 }
 
-static void seg_free(_Atomic uint64_t *seg, uint32_t cap, uint32_t j)
+/* A segment nobody will use: the loser of an install race (never written),
+ * or a slot's at destroy (arena pieces go with the arena). */
+static void seg_free(tw_slot *sl, _Atomic uint64_t *seg, uint32_t cap, uint32_t j,
+                     bool at_destroy)
 {
-    size_t bytes = seg_len(cap, j) * sizeof(_Atomic uint64_t);
-    if (bytes < TW_SEG_MAP_BYTES)
-        free(seg);
-    else if (seg)
+    size_t bytes = seg_bytes(cap, j);
+    if (!seg)
+        return;
+    if (bytes >= TW_SEG_MAP_BYTES)
         munmap(seg, bytes);
+    else if (!at_destroy)
+        tw__arena_undo(sl->arena, seg, bytes);
 }
 
 /* Make sure position pos has memory before anyone reserves it. */
@@ -142,15 +154,17 @@ static int ensure_room(tw_slot *sl, uint32_t cap, uint32_t pos)
         return TW_ENOMEM;
     if (atomic_load_explicit(&o->seg[j], memory_order_acquire))
         return TW_OK;
-    _Atomic uint64_t *seg = seg_alloc(cap, j);
+    _Atomic uint64_t *seg = seg_alloc(sl, cap, j);
     if (!seg)
         return TW_ENOMEM;
     _Atomic uint64_t *none = NULL;
-    /* Release publishes the zeroed segment; the loser frees its copy. */
+    /* Release publishes the zeroed segment; the loser gives its copy back
+     * (a small one only if nothing was taken from the arena since: else
+     * it stays unused, one segment per lost race). */
     if (!atomic_compare_exchange_strong_explicit(&o->seg[j], &none, seg,
                                                  memory_order_acq_rel,
                                                  memory_order_acquire))
-        seg_free(seg, cap, j);
+        seg_free(sl, seg, cap, j, false);
     return TW_OK;
 }
 
@@ -328,6 +342,6 @@ void tw__slot_fini(tw_slot *sl, uint32_t cap)
     /* Relaxed: tw_destroy runs alone. Segment 0 is the fixed array, owned
      * by the wheel. */
     for (uint32_t j = 1; j < TW_SLOT_SEGS; j++)
-        seg_free(atomic_load_explicit(&o->seg[j], memory_order_relaxed), cap, j);
+        seg_free(sl, atomic_load_explicit(&o->seg[j], memory_order_relaxed), cap, j, true);
     free(o);
 }

@@ -171,6 +171,7 @@ int tw__wheel_init(tw_wheel *w, uint32_t nslots, uint32_t cap)
     w->cap = cap;
     w->occ_words = (nslots + 63) / 64;
     w->lanes = lanes_for_machine();
+    tw__arena_init(&w->arena);
     size_t nsl = slots_total(w) + LATE_SLOTS;
     w->slot = aligned_alloc(TW_CACHELINE, slots_total(w) * sizeof *w->slot);
     w->entries = calloc(nsl * cap, sizeof *w->entries);
@@ -188,6 +189,7 @@ int tw__wheel_init(tw_wheel *w, uint32_t nslots, uint32_t cap)
                 atomic_init(&sl->word, (uint64_t)rot_of(w, l, e) << TW_SLOT_ROT_SHIFT);
                 sl->base = &w->entries[(size_t)(sl - w->slot) * cap];
                 atomic_init(&sl->ovf, NULL);
+                sl->arena = &w->arena;
             }
         }
     }
@@ -195,6 +197,7 @@ int tw__wheel_init(tw_wheel *w, uint32_t nslots, uint32_t cap)
         atomic_init(&w->late[j].word, 0);
         w->late[j].base = &w->entries[(slots_total(w) + (size_t)j) * cap];
         atomic_init(&w->late[j].ovf, NULL);
+        w->late[j].arena = &w->arena;
     }
     atomic_init(&w->cur, 0);
     return TW_OK;
@@ -208,6 +211,7 @@ void tw__wheel_fini(tw_wheel *w)
     }
     for (int j = 0; j < LATE_SLOTS; j++)
         tw__slot_fini(&w->late[j], w->cap);
+    tw__arena_fini(&w->arena);
     free(w->slot);
     free((void *)w->entries);
     free((void *)w->occ);
