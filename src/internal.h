@@ -292,6 +292,7 @@ typedef struct tw_wheel {
     uint32_t levels;
     uint32_t lanes;          /* copies of every slot, one per CPU (wheel.c) */
     uint32_t cap;            /* slot_capacity */
+    uint8_t level_of_log2[64]; /* level_for: the level for distances in [2^i, 2^(i+1)) */
     tw_slot *slot;           /* lanes * levels * nslots */
     _Atomic uint64_t *entries; /* every slot's segment 0, one allocation */
     _Atomic uint64_t *occ;   /* occupancy: levels * occ_words bits */

@@ -97,8 +97,15 @@ static uint32_t level_shift(const tw_wheel *w, uint32_t l) { return w->step * l;
  * 2^(step * l + bits) ticks. */
 static uint32_t level_for(const tw_wheel *w, uint64_t d)
 {
-    uint32_t lg = 63u - (uint32_t)__builtin_clzll(d);
-    return lg < w->bits ? 0 : (lg - w->bits) / w->step + 1;
+    return w->level_of_log2[63u - (uint32_t)__builtin_clzll(d)];
+}
+
+/* level_for's table: a division by the run-time step on every placement
+ * cost more than the rest of the level choice. */
+static void init_level_table(tw_wheel *w)
+{
+    for (uint32_t lg = 0; lg < 64; lg++)
+        w->level_of_log2[lg] = (uint8_t)(lg < w->bits ? 0 : (lg - w->bits) / w->step + 1);
 }
 
 /* Cascade granularity: at most 2^TW_LEVEL_STEP_MAX ticks' worth of timers
@@ -168,6 +175,7 @@ int tw__wheel_init(tw_wheel *w, uint32_t nslots, uint32_t cap)
     w->nslots = nslots;
     /* Enough levels that the top one spans 2^TW_WHEEL_SPAN_BITS ticks. */
     w->levels = 1 + (TW_WHEEL_SPAN_BITS - w->bits + w->step - 1) / w->step;
+    init_level_table(w);
     w->cap = cap;
     w->occ_words = (nslots + 63) / 64;
     w->lanes = lanes_for_machine();
