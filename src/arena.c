@@ -16,10 +16,11 @@
  *   - Memory handed out is zero (fresh anonymous mappings) and belongs to
  *     one caller. The only memory handed out twice is a piece given back
  *     by tw__arena_undo: the most recent piece of the current chunk, never
- *     written (an install race's loser, slots.c).
+ *     accessed (an install race's loser, slots.c); the undo's release and
+ *     the next taker's acquire order even a read before the hand-over.
  *   - Every chunk ever installed is reachable from `cur` through `prev`.
  *   - `used` may run past a chunk's end (a request that did not fit); such
- *     a chunk hands out nothing more and is replaced.
+ *     a chunk hands out nothing more and is replaced (when memory allows).
  */
 #include "internal.h"
 
@@ -28,6 +29,7 @@
 #define ARENA_FIRST (256u * 1024u)
 #define ARENA_HUGE  (2u * 1024u * 1024u)
 #define ARENA_ALIGN 64u
+#define ARENA_MAX_PIECE ((size_t)1 << 30) /* larger requests: NULL */
 
 struct tw_arena_chunk {
     struct tw_arena_chunk *prev; /* written before the chunk is installed */
@@ -80,11 +82,18 @@ static void *map_chunk(size_t size)
  * a chunk first (ours was unmapped; try that one). */
 static void *new_chunk(tw_arena *a, struct tw_arena_chunk *old, size_t bytes, bool *lost)
 {
+    /* Acquire: as in tw__arena_alloc. Someone replaced `old` already: use
+     * theirs rather than map (and fault in) a chunk only to throw it away. */
+    if (atomic_load_explicit(&a->cur, memory_order_acquire) != old) {
+        *lost = true;
+        return NULL;
+    }
     size_t size = old ? old->size * 2 : ARENA_FIRST;
     if (size > ARENA_HUGE)
         size = ARENA_HUGE;
     while (size < ARENA_HEADER + bytes)
         size *= 2;
+    *lost = false;
     struct tw_arena_chunk *c = map_chunk(size);
     if (!c)
         return NULL;
@@ -94,10 +103,8 @@ static void *new_chunk(tw_arena *a, struct tw_arena_chunk *old, size_t bytes, bo
     /* Release on success: the header we wrote is seen by whoever loads cur
      * (acquire). Acquire on failure: we read the winner's header next. */
     if (atomic_compare_exchange_strong_explicit(&a->cur, &old, c, memory_order_acq_rel,
-                                                memory_order_acquire)) {
-        *lost = false;
+                                                memory_order_acquire))
         return (char *)c + ARENA_HEADER;
-    }
     munmap(c, size);
     *lost = true;
     return NULL;
@@ -105,15 +112,18 @@ static void *new_chunk(tw_arena *a, struct tw_arena_chunk *old, size_t bytes, bo
 
 void *tw__arena_alloc(tw_arena *a, size_t bytes)
 {
+    if (bytes > ARENA_MAX_PIECE)
+        return NULL;
     bytes = (bytes + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1);
     for (;;) {
         /* Acquire: pairs with the install CAS; the header is initialised. */
         struct tw_arena_chunk *c = atomic_load_explicit(&a->cur, memory_order_acquire);
         if (c) {
-            /* Relaxed: the count only divides the chunk; the memory needs
-             * no ordering (zero from the kernel, ours alone), and a segment
-             * is published by its own release CAS (slots.c). */
-            size_t off = atomic_fetch_add_explicit(&c->used, bytes, memory_order_relaxed);
+            /* Acquire: pairs with an undo's release, for a piece handed
+             * out again. Fresh memory needs no ordering (zero from the
+             * kernel, ours alone), and a segment is published by its own
+             * release CAS (slots.c). */
+            size_t off = atomic_fetch_add_explicit(&c->used, bytes, memory_order_acquire);
             if (off + bytes <= c->size)
                 return (char *)c + off;
         }
@@ -126,15 +136,18 @@ void *tw__arena_alloc(tw_arena *a, size_t bytes)
 
 void tw__arena_undo(tw_arena *a, void *p, size_t bytes)
 {
+    if (bytes > ARENA_MAX_PIECE)
+        return;
     bytes = (bytes + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1);
     /* Acquire: as in tw__arena_alloc. */
     struct tw_arena_chunk *c = atomic_load_explicit(&a->cur, memory_order_acquire);
     if (!c || (char *)p < (char *)c || (char *)p >= (char *)c + c->size)
         return; /* an older chunk: the piece stays unused */
     size_t end = (size_t)((char *)p - (char *)c) + bytes;
-    /* Relaxed: succeeds only if nobody took memory after ours, which we
-     * never wrote, so the next taker finds it zero as promised. */
+    /* Release: the next taker of the piece (acquire) is ordered after our
+     * last access. Succeeds only if nobody took memory after ours, which
+     * we never wrote, so the next taker finds it zero as promised. */
     (void)atomic_compare_exchange_strong_explicit(&c->used, &end, end - bytes,
-                                                  memory_order_relaxed,
+                                                  memory_order_release,
                                                   memory_order_relaxed);
 }

@@ -124,9 +124,10 @@ _Static_assert(sizeof(tw_record) == 32, "a record is 32 bytes");
 #define TW_REC_CHUNKS       22            /* 1024 * (2^22 - 1) >= 2^31 records */
 #define TW_REC_MAX          0x7fffffffu   /* indexes 0 .. 2^31 - 2 */
 
-/* A thread's cache of free records (owned counter stripes only): churn
- * (schedule, cancel, schedule...) reuses records without touching the shared
- * free list. */
+/* A thread's cache of free records (owned counter stripes only): records
+ * it freed, and never-used ones it took as a block; churn (schedule,
+ * cancel, schedule...) reuses records without touching the shared free
+ * list. */
 #define TW_MAGAZINE 32
 typedef struct tw_magazine {
     uint32_t n;

@@ -189,9 +189,12 @@ static int ensure_chunk(tw_records *r, uint32_t j)
     return TW_OK;
 }
 
-/* Take up to `want` never-used indexes [*first, *first + *got): one CAS,
- * so the table never grows past the limit. Each record gets its first
- * generation (FREE). */
+/* Take up to `want` (a power of two) never-used indexes [*first, *first +
+ * *got), one CAS, so the table never grows past the limit. A block ends on
+ * a multiple of `want`: blocks of different threads never share a cache
+ * line, and never straddle a chunk (chunks start at multiples of 1024), so
+ * the chunk is made before the CAS and a failure (ENOMEM) burns no index.
+ * Each record gets its first generation (FREE). */
 static int fresh_indexes(tw_records *r, uint32_t want, uint32_t *first, uint32_t *got)
 {
     /* Seq_cst (the load and the CAS): tw_stop reads the high-water mark
@@ -200,23 +203,19 @@ static int fresh_indexes(tw_records *r, uint32_t want, uint32_t *first, uint32_t
      * service.c, schedule_commit). */
     uint32_t n = atomic_load_explicit(&r->next_unused, memory_order_seq_cst);
     uint32_t k;
-    do {
+    for (;;) {
         if (n >= r->limit)
             return TW_EAGAIN;
-        k = r->limit - n < want ? r->limit - n : want;
-    } while (!atomic_compare_exchange_weak_explicit(&r->next_unused, &n, n + k,
-                                                    memory_order_seq_cst,
-                                                    memory_order_seq_cst));
-    /* A block of at most TW_MAGAZINE spans at most two chunks (>= 1024). */
-    uint32_t off;
-    int rc = ensure_chunk(r, chunk_of(n, &off));
-    if (rc == TW_OK)
-        rc = ensure_chunk(r, chunk_of(n + k - 1, &off));
-    if (rc != TW_OK) {
-        /* The indexes are burnt: they stay FREE-less in no list. Rare
-         * (ENOMEM), and the chunk will be made by the next caller that
-         * needs it. */
-        return rc;
+        uint32_t off;
+        int rc = ensure_chunk(r, chunk_of(n, &off));
+        if (rc != TW_OK)
+            return rc;
+        k = want - (n & (want - 1));
+        k = r->limit - n < k ? r->limit - n : k;
+        if (atomic_compare_exchange_weak_explicit(&r->next_unused, &n, n + k,
+                                                  memory_order_seq_cst,
+                                                  memory_order_seq_cst))
+            break;
     }
     for (uint32_t i = n; i < n + k; i++) {
         /* Relaxed: ours until published PENDING (seq_cst) by the scheduler. */
@@ -265,11 +264,12 @@ static tw_magazine *my_magazine(tw_records *r)
     return &r->mag[tw__stripe_mine];
 }
 
-/* A thread with a magazine takes never-used records TW_MAGAZINE / 2 at a
- * time: its records then sit together, so two threads' fresh timers do not
- * share cache lines (one index at a time gives threads that schedule at
- * once alternate records, two to a line), and the shared counter takes one
- * RMW per 16 records. Hands out the lowest; keeps the rest. */
+/* A thread with a magazine takes never-used records in aligned blocks of
+ * up to TW_MAGAZINE / 2: its records then sit together, so two threads'
+ * fresh timers do not share cache lines (one index at a time gives threads
+ * that schedule at once alternate records, two to a line), and the shared
+ * counter takes one RMW per 16 records. Hands out the lowest; keeps the
+ * rest (the magazine is empty when this is called). */
 static int refill_fresh(tw_records *r, tw_magazine *m, uint32_t *idx)
 {
     uint32_t first, got;

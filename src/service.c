@@ -401,6 +401,7 @@ static int schedule_common(tw_service *s, uint64_t delay, uint64_t period,
     uint32_t idx;
     uint64_t st;
     tw_record *rec;
+    (void)tw__stripe(s); /* a thread's first call: its stripe decides its magazine */
     rc = tw__rec_alloc(&s->rec, &idx, &rec, &st);
     if (rc != TW_OK)
         return rc;

@@ -182,6 +182,8 @@ int tw__wheel_init(tw_wheel *w, uint32_t nslots, uint32_t cap)
     tw__arena_init(&w->arena);
     size_t nsl = slots_total(w) + LATE_SLOTS;
     w->slot = aligned_alloc(TW_CACHELINE, slots_total(w) * sizeof *w->slot);
+    if (w->slot) /* zero: a failed init's fini then finds no overflow to free */
+        memset(w->slot, 0, slots_total(w) * sizeof *w->slot);
     w->entries = calloc(nsl * cap, sizeof *w->entries);
     w->occ = calloc((size_t)w->levels * w->occ_words, sizeof *w->occ);
     w->counts = malloc(TW_ORDER_SPAN * sizeof *w->counts);
