@@ -1,6 +1,7 @@
 /*
  * arena.c: the memory of the slots' small overflow segments (under 64 KiB;
- * larger ones are mapped one by one, slots.c). A bump allocator over
+ * larger ones are mapped one by one, slots.c), and the huge-page advice
+ * for the other large allocations. A bump allocator over
  * chunks that are never freed before tw_destroy, which is all a segment
  * needs: segments stay with their slot for the service's life.
  *
@@ -39,6 +40,26 @@ struct tw_arena_chunk {
 
 #define ARENA_HEADER \
     ((sizeof(struct tw_arena_chunk) + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1))
+
+/* Large allocations (record chunks, the drainer's lists) ask for
+ * transparent huge pages (where the system has them in "madvise" mode, as
+ * Debian's default): one fault per 2 MiB instead of 512, and fewer TLB
+ * misses. Only the 2 MiB-aligned interior is advised; failure costs only
+ * speed. */
+void tw__advise_huge_pages(void *p, size_t bytes)
+{
+#ifdef MADV_HUGEPAGE
+    if (bytes < 2 * ARENA_HUGE)
+        return;
+    uintptr_t a = ((uintptr_t)p + ARENA_HUGE - 1) & ~(uintptr_t)(ARENA_HUGE - 1);
+    uintptr_t e = ((uintptr_t)p + bytes) & ~(uintptr_t)(ARENA_HUGE - 1);
+    if (e > a)
+        (void)madvise((void *)a, e - a, MADV_HUGEPAGE);
+#else
+    (void)p;
+    (void)bytes;
+#endif
+}
 
 void tw__arena_init(tw_arena *a)
 {

@@ -4,7 +4,7 @@
  * Parts (one file each, each with its own design comment):
  *   records.c  timer records: type-stable table, handles, state word, free list
  *   slots.c    one lock-free slot: epoch-tagged counter, reserve, publish, drain
- *   arena.c    memory for the slots' small overflow segments (huge pages)
+ *   arena.c    memory for the slots' small overflow segments; huge-page advice
  *   wheel.c    levels, placement, the cursor step over a range of ticks, idle scan,
  *              the invariant checker
  *   clock.c    the service clock: monotonic, manual, absolute sleeps
@@ -221,6 +221,9 @@ void *tw__arena_alloc(tw_arena *a, size_t bytes);
 /* Give back p (from tw__arena_alloc, never written) if nothing was taken
  * after it; otherwise it stays unused. */
 void  tw__arena_undo(tw_arena *a, void *p, size_t bytes);
+/* Ask for transparent huge pages on the 2 MiB-aligned interior of a
+ * large allocation (4 MiB and more); a hint. */
+void  tw__advise_huge_pages(void *p, size_t bytes);
 
 #define TW_SLOT_SEGS 28 /* the fixed array, then 27 doubling overflow segments
                            (64 << 26 >= 2^32 positions) */
@@ -349,6 +352,8 @@ typedef struct tw_batch {
 typedef struct tw_pool {
     struct cds_wfcq_head head;   /* batches of due handles; workers dequeue */
     struct cds_wfcq_tail tail;
+    struct cds_wfcq_head spare_head; /* run batches, back for reuse: workers */
+    struct cds_wfcq_tail spare_tail; /* enqueue, the drainer alone dequeues */
     _Atomic int32_t work_seq;    /* futex word: bumped on every enqueue */
     _Atomic uint32_t sleepers;   /* workers in (or going into) futex_wait */
     _Atomic bool quit;

@@ -48,8 +48,6 @@
  */
 #include "internal.h"
 
-#include <sys/mman.h>
-
 #include <stdlib.h>
 
 static uint32_t chunk_of(uint32_t idx, uint32_t *offset)
@@ -145,28 +143,6 @@ uint32_t tw__records_high(const tw_records *r)
     return n < r->limit ? n : r->limit;
 }
 
-/* Large chunks ask for transparent huge pages (where the system has them
- * in "madvise" mode, as Debian's default): 10M pending timers are 320 MB
- * of records, and a cancel in random order otherwise pays a TLB miss on top
- * of the cache miss, and a schedule a page fault every 128 records. Only
- * the 2 MiB-aligned interior is advised; failure costs only speed. */
-#define HUGE_PAGE (2u << 20)
-
-static void advise_huge_pages(void *p, size_t bytes)
-{
-#ifdef MADV_HUGEPAGE
-    if (bytes < 2 * HUGE_PAGE)
-        return;
-    uintptr_t a = ((uintptr_t)p + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1);
-    uintptr_t e = ((uintptr_t)p + bytes) & ~(uintptr_t)(HUGE_PAGE - 1);
-    if (e > a)
-        (void)madvise((void *)a, e - a, MADV_HUGEPAGE);
-#else
-    (void)p;
-    (void)bytes;
-#endif
-}
-
 static int ensure_chunk(tw_records *r, uint32_t j)
 {
     /* Acquire: see the records of a chunk another thread installed. */
@@ -178,7 +154,10 @@ static int ensure_chunk(tw_records *r, uint32_t j)
     tw_record *c = calloc(n, sizeof *c);
     if (!c)
         return TW_ENOMEM;
-    advise_huge_pages(c, (size_t)n * sizeof *c);
+    /* 10M pending timers are 320 MB of records: without huge pages a
+     * cancel in random order pays a TLB miss on top of the cache miss, and
+     * a schedule a page fault every 128 records. */
+    tw__advise_huge_pages(c, (size_t)n * sizeof *c);
     tw_record *expected = NULL;
     /* Release on success: publishes the initialised chunk. Acquire on
      * failure: we use the winner's chunk instead. */

@@ -259,6 +259,10 @@ void tw__vec_reserve(tw_vec *vec, size_t n)
     uint64_t *v = realloc(vec->v, cap * sizeof *v);
     if (!v)
         abort(); /* the drainer cannot refuse work: see README, limits */
+    /* A burst of a million timers grows the drainer's lists to tens of MB
+     * in one step: one fault per 2 MiB, not per 4 KiB (page faults were
+     * half of such a step in perf). */
+    tw__advise_huge_pages(v, cap * sizeof *v);
     vec->v = v;
     vec->cap = cap;
 }
