@@ -213,7 +213,7 @@ static inline bool tw__entry_matches(uint64_t entry, uint32_t gen)
 struct tw_arena_chunk;
 typedef struct tw_arena {
     _Atomic(struct tw_arena_chunk *) cur; /* the chunk being handed out */
-} tw_arena;
+} TW_ALIGNED tw_arena; /* a line each: the wheel keeps one per lane */
 void  tw__arena_init(tw_arena *a);
 void  tw__arena_fini(tw_arena *a);
 /* Zeroed memory of `bytes` (64-byte aligned), any thread; NULL: no memory. */
@@ -289,6 +289,8 @@ void tw__slot_fini(tw_slot *sl, uint32_t cap);
 #define TW_WHEEL_SPAN_BITS 42 /* levels are added until the wheel spans 2^42 ticks */
 #define TW_HORIZON_TICKS   ((1ull << 41) - 1) /* longest delay, in ticks */
 
+#define TW_MAX_LANES 4 /* copies of every slot, one per CPU (wheel.c) */
+
 typedef struct tw_wheel {
     uint32_t bits;           /* log2(slots per level) */
     uint32_t step;           /* log2(granularity of level l+1 / level l) */
@@ -301,7 +303,7 @@ typedef struct tw_wheel {
     _Atomic uint64_t *entries; /* every slot's segment 0, one allocation */
     _Atomic uint64_t *occ;   /* occupancy: levels * occ_words bits */
     uint32_t occ_words;      /* 64-bit words per level */
-    tw_arena arena;          /* small overflow segments of every slot */
+    tw_arena arena[TW_MAX_LANES]; /* small overflow segments, one arena per lane */
     tw_slot late[2];         /* always-open refuges for placements whose target
                                 slot was closed under them */
     _Atomic uint64_t cur TW_ALIGNED; /* end tick of the last range whose
