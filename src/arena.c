@@ -41,16 +41,15 @@ struct tw_arena_chunk {
 #define ARENA_HEADER \
     ((sizeof(struct tw_arena_chunk) + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1))
 
-/* Large allocations (record chunks, the drainer's lists) ask for
- * transparent huge pages (where the system has them in "madvise" mode, as
- * Debian's default): one fault per 2 MiB instead of 512, and fewer TLB
- * misses. Only the 2 MiB-aligned interior is advised; failure costs only
- * speed. */
+/* Large allocations (arena chunks of 2 MiB, record chunks, the drainer's
+ * lists) ask for transparent huge pages (where the system has them in
+ * "madvise" mode, as Debian's default): one fault per 2 MiB instead of
+ * 512, and fewer TLB misses. Only whole, aligned 2 MiB pages inside the
+ * allocation are advised (small ones have none: no system call); failure
+ * costs only speed. */
 void tw__advise_huge_pages(void *p, size_t bytes)
 {
 #ifdef MADV_HUGEPAGE
-    if (bytes < 2 * ARENA_HUGE)
-        return;
     uintptr_t a = ((uintptr_t)p + ARENA_HUGE - 1) & ~(uintptr_t)(ARENA_HUGE - 1);
     uintptr_t e = ((uintptr_t)p + bytes) & ~(uintptr_t)(ARENA_HUGE - 1);
     if (e > a)
@@ -91,10 +90,7 @@ static void *map_chunk(size_t size)
         munmap(p, (size_t)(start - p));
     if (start + size < p + len)
         munmap(start + size, (size_t)(p + len - (start + size)));
-#ifdef MADV_HUGEPAGE
-    if (size >= ARENA_HUGE)
-        (void)madvise(start, size, MADV_HUGEPAGE); /* a hint; 4 KiB pages otherwise */
-#endif
+    tw__advise_huge_pages(start, size);
     return start;
 }
 
@@ -131,11 +127,16 @@ static void *new_chunk(tw_arena *a, struct tw_arena_chunk *old, size_t bytes, bo
     return NULL;
 }
 
+static size_t piece_size(size_t bytes)
+{
+    return (bytes + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1);
+}
+
 void *tw__arena_alloc(tw_arena *a, size_t bytes)
 {
     if (bytes > ARENA_MAX_PIECE)
         return NULL;
-    bytes = (bytes + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1);
+    bytes = piece_size(bytes);
     for (;;) {
         /* Acquire: pairs with the install CAS; the header is initialised. */
         struct tw_arena_chunk *c = atomic_load_explicit(&a->cur, memory_order_acquire);
@@ -158,8 +159,8 @@ void *tw__arena_alloc(tw_arena *a, size_t bytes)
 void tw__arena_undo(tw_arena *a, void *p, size_t bytes)
 {
     if (bytes > ARENA_MAX_PIECE)
-        return;
-    bytes = (bytes + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1);
+        return; /* never handed out */
+    bytes = piece_size(bytes);
     /* Acquire: as in tw__arena_alloc. */
     struct tw_arena_chunk *c = atomic_load_explicit(&a->cur, memory_order_acquire);
     if (!c || (char *)p < (char *)c || (char *)p >= (char *)c + c->size)

@@ -221,8 +221,8 @@ void *tw__arena_alloc(tw_arena *a, size_t bytes);
 /* Give back p (from tw__arena_alloc, never written) if nothing was taken
  * after it; otherwise it stays unused. */
 void  tw__arena_undo(tw_arena *a, void *p, size_t bytes);
-/* Ask for transparent huge pages on the 2 MiB-aligned interior of a
- * large allocation (4 MiB and more); a hint. */
+/* Ask for transparent huge pages on the whole 2 MiB pages inside an
+ * allocation (none if it holds none); a hint. */
 void  tw__advise_huge_pages(void *p, size_t bytes);
 
 #define TW_SLOT_SEGS 28 /* the fixed array, then 27 doubling overflow segments

@@ -119,27 +119,27 @@ static size_t seg_bytes(uint32_t cap, uint32_t j)
     return seg_len(cap, j) * sizeof(_Atomic uint64_t);
 }
 
+static bool seg_is_mapped(uint32_t cap, uint32_t j)
+{
+    return seg_bytes(cap, j) >= TW_SEG_MAP_BYTES;
+}
+
 static _Atomic uint64_t *seg_alloc(tw_slot *sl, uint32_t cap, uint32_t j)
 {
     size_t bytes = seg_bytes(cap, j);
-    if (bytes < TW_SEG_MAP_BYTES)
+    if (!seg_is_mapped(cap, j))
         return tw__arena_alloc(sl->arena, bytes);
     void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     return p == MAP_FAILED ? NULL : p;
 }
 
-/* A segment nobody will use: the loser of an install race (never written),
- * or a slot's at destroy (arena pieces go with the arena). */
-static void seg_free(tw_slot *sl, _Atomic uint64_t *seg, uint32_t cap, uint32_t j,
-                     bool at_destroy)
+/* The loser of an install race hands its segment (never written) back. */
+static void seg_give_back(tw_slot *sl, _Atomic uint64_t *seg, uint32_t cap, uint32_t j)
 {
-    size_t bytes = seg_bytes(cap, j);
-    if (!seg)
-        return;
-    if (bytes >= TW_SEG_MAP_BYTES)
-        munmap(seg, bytes);
-    else if (!at_destroy)
-        tw__arena_undo(sl->arena, seg, bytes);
+    if (seg_is_mapped(cap, j))
+        munmap(seg, seg_bytes(cap, j));
+    else
+        tw__arena_undo(sl->arena, seg, seg_bytes(cap, j));
 }
 
 /* Make sure position pos has memory before anyone reserves it. */
@@ -164,7 +164,7 @@ static int ensure_room(tw_slot *sl, uint32_t cap, uint32_t pos)
     if (!atomic_compare_exchange_strong_explicit(&o->seg[j], &none, seg,
                                                  memory_order_acq_rel,
                                                  memory_order_acquire))
-        seg_free(sl, seg, cap, j, false);
+        seg_give_back(sl, seg, cap, j);
     return TW_OK;
 }
 
@@ -344,8 +344,11 @@ void tw__slot_fini(tw_slot *sl, uint32_t cap)
     if (!o)
         return;
     /* Relaxed: tw_destroy runs alone. Segment 0 is the fixed array, owned
-     * by the wheel. */
-    for (uint32_t j = 1; j < TW_SLOT_SEGS; j++)
-        seg_free(sl, atomic_load_explicit(&o->seg[j], memory_order_relaxed), cap, j, true);
+     * by the wheel; small segments go with the wheel's arenas. */
+    for (uint32_t j = 1; j < TW_SLOT_SEGS; j++) {
+        _Atomic uint64_t *seg = atomic_load_explicit(&o->seg[j], memory_order_relaxed);
+        if (seg && seg_is_mapped(cap, j))
+            munmap(seg, seg_bytes(cap, j));
+    }
     free(o);
 }
