@@ -44,6 +44,10 @@
  * whose timer fired, was cancelled or dropped) is refused with TW_ENOENT and
  * never acts on another timer. Records are freed by tw_destroy only.
  *
+ * fork(). A service belongs to the process that created it: a child has
+ * none of its threads, so make no call on it there (timers would never
+ * fire, tw_stop and tw_destroy would wait for threads that do not exist).
+ *
  * Thread sanitizer: a build of this library with -fsanitize=thread switches
  * on what ThreadSanitizer needs by itself; see README for the suppressions
  * file (share/timerwheel/tsan.supp) that covers the dependencies only.
@@ -132,7 +136,8 @@ typedef struct tw_stats {
 TW_API void tw_config_init(tw_config *cfg);
 
 /* Create a service from `cfg` (NULL = defaults) and store it in *out.
- * MONOTONIC: starts the cursor thread and cfg->workers worker threads.
+ * MONOTONIC: starts the cursor thread and cfg->workers worker threads,
+ * named "tw-cursor" and "tw-worker" (as top -H, perf and gdb show them).
  * MANUAL: starts no thread; time starts at 0 and moves only by tw_advance.
  * Returns TW_OK; TW_EINVAL for out == NULL or a field outside its range
  * (then *out is untouched); TW_ENOMEM; TW_EAGAIN if a thread could not be

@@ -151,6 +151,9 @@ int tw__cursor_start(tw_service *s)
     atomic_init(&s->cursor_quit, false);
     if (pthread_create(&s->cursor, NULL, cursor_main, s) != 0)
         return TW_EAGAIN;
+    /* Named here, not by the thread, so the name is there when tw_create
+     * returns (top -H, perf, gdb). Failure only costs the name. */
+    (void)pthread_setname_np(s->cursor, "tw-cursor");
     s->cursor_started = true;
     return TW_OK;
 }

@@ -227,16 +227,22 @@ void  tw__advise_huge_pages(void *p, size_t bytes);
 
 #define TW_SLOT_SEGS 28 /* the fixed array, then 27 doubling overflow segments
                            (64 << 26 >= 2^32 positions) */
+#define TW_SLOT_NEAR 4  /* overflow segments 1..4 (64 to 512 entries): their
+                           pointers live in the slot's own line */
 
 typedef struct tw_slot {
     _Atomic uint64_t word;              /* rot (31) | closed (1) | count (32) */
     _Atomic uint64_t *base;             /* segment 0: cap entries, set at create */
-    _Atomic(struct tw_overflow *) ovf;  /* segments 1.., made on first overflow */
     tw_arena *arena;                    /* the wheel's, for small segments */
+    _Atomic(struct tw_overflow *) ovf;  /* segments past TW_SLOT_NEAR, made on
+                                           first use */
+    _Atomic(_Atomic uint64_t *) near[TW_SLOT_NEAR]; /* segments 1 .. TW_SLOT_NEAR */
 } TW_ALIGNED tw_slot;
+_Static_assert(sizeof(tw_slot) == TW_CACHELINE, "a slot's header is one line");
 
 typedef struct tw_overflow {
-    _Atomic(_Atomic uint64_t *) seg[TW_SLOT_SEGS];
+    _Atomic(_Atomic uint64_t *) seg[TW_SLOT_SEGS - 1 - TW_SLOT_NEAR]; /* segment
+                                           TW_SLOT_NEAR + 1 + k at seg[k] */
 } tw_overflow;
 
 #define TW_SLOT_COUNT_MASK 0xffffffffull
@@ -278,6 +284,8 @@ uint32_t tw__slot_drain(tw_slot *sl, uint32_t cap, uint64_t next_epoch,
  * if something was reserved in it). */
 uint32_t tw__slot_drain_late(tw_slot *sl, uint32_t cap, tw_vec *out);
 _Atomic uint64_t *tw__slot_entry(tw_slot *sl, uint32_t cap, uint32_t pos);
+/* A slot open at `word`, with `base` for its fixed array (create). */
+void tw__slot_init(tw_slot *sl, uint64_t word, _Atomic uint64_t *base, tw_arena *arena);
 void tw__slot_fini(tw_slot *sl, uint32_t cap);
 
 /* ---- wheel.c ----------------------------------------------------------- */

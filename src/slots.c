@@ -35,7 +35,8 @@
  *
  * Room beyond slot_capacity: overflow segment j >= 1 holds 64 << (j - 1)
  * entries and is made on first use (CAS-installed; the loser gives its copy
- * back). Segments under 64 KiB come from the wheel's arena (arena.c), larger
+ * back). The pointers to segments 1..TW_SLOT_NEAR sit in the slot's own
+ * line, the rest in a table made on first use. Segments under 64 KiB come from the wheel's arena (arena.c), larger
  * ones are mapped one by one. A producer
  * makes the segment for position p before it reserves p, so a reserved
  * position always has memory and the drainer never allocates. Segments stay
@@ -76,23 +77,42 @@ static size_t seg_len(uint32_t cap, uint32_t j)
     return j == 0 ? cap : (size_t)1 << (TW_OVF0_SHIFT + j - 1);
 }
 
-static tw_overflow *overflow_get(tw_slot *sl, bool make)
+/* Where segment j >= 1's pointer lives: in the slot's own line for the
+ * first TW_SLOT_NEAR (a reservation then touches one line before its
+ * entry: perf of WL1 put 40% of tw__slot_reserve on the load of a pointer
+ * from a separate table), else in the overflow table, made here if `make`.
+ * NULL: no table (and not `make`), or no memory for one. */
+typedef _Atomic(_Atomic uint64_t *) seg_ptr;
+static seg_ptr *seg_ptr_of(tw_slot *sl, uint32_t j, bool make)
 {
+    if (j <= TW_SLOT_NEAR)
+        return &sl->near[j - 1];
     /* Acquire: pairs with the release CAS that installed it. */
     tw_overflow *o = atomic_load_explicit(&sl->ovf, memory_order_acquire);
-    if (o || !make)
-        return o;
-    tw_overflow *fresh = calloc(1, sizeof *fresh);
-    if (!fresh)
-        return NULL;
-    /* Release on success publishes the zeroed table; acquire on failure
-     * reads the winner's. */
-    if (atomic_compare_exchange_strong_explicit(&sl->ovf, &o, fresh,
-                                                memory_order_acq_rel,
-                                                memory_order_acquire))
-        return fresh;
-    free(fresh);
-    return o;
+    if (!o && make) {
+        tw_overflow *fresh = calloc(1, sizeof *fresh);
+        if (!fresh)
+            return NULL;
+        /* Release on success publishes the zeroed table; acquire on
+         * failure reads the winner's. */
+        if (atomic_compare_exchange_strong_explicit(&sl->ovf, &o, fresh,
+                                                    memory_order_acq_rel,
+                                                    memory_order_acquire))
+            o = fresh;
+        else
+            free(fresh);
+    }
+    return o ? &o->seg[j - 1 - TW_SLOT_NEAR] : NULL;
+}
+
+void tw__slot_init(tw_slot *sl, uint64_t word, _Atomic uint64_t *base, tw_arena *arena)
+{
+    atomic_init(&sl->word, word);
+    sl->base = base;
+    sl->arena = arena;
+    atomic_init(&sl->ovf, NULL);
+    for (uint32_t j = 0; j < TW_SLOT_NEAR; j++)
+        atomic_init(&sl->near[j], NULL);
 }
 
 _Atomic uint64_t *tw__slot_entry(tw_slot *sl, uint32_t cap, uint32_t pos)
@@ -101,10 +121,9 @@ _Atomic uint64_t *tw__slot_entry(tw_slot *sl, uint32_t cap, uint32_t pos)
     uint32_t j = seg_of(cap, pos, &off);
     if (j == 0)
         return &sl->base[off];
-    tw_overflow *o = overflow_get(sl, false);
+    seg_ptr *sp = seg_ptr_of(sl, j, false);
     /* Acquire: the segment's zeroed (EMPTY(0)) entries are visible. */
-    _Atomic uint64_t *seg = o ? atomic_load_explicit(&o->seg[j], memory_order_acquire)
-                              : NULL;
+    _Atomic uint64_t *seg = sp ? atomic_load_explicit(sp, memory_order_acquire) : NULL;
     return seg ? &seg[off] : NULL;
 }
 
@@ -149,10 +168,11 @@ static int ensure_room(tw_slot *sl, uint32_t cap, uint32_t pos)
     uint32_t j = seg_of(cap, pos, &off);
     if (j == 0)
         return TW_OK;
-    tw_overflow *o = overflow_get(sl, true);
-    if (!o)
+    seg_ptr *sp = seg_ptr_of(sl, j, true);
+    if (!sp)
         return TW_ENOMEM;
-    if (atomic_load_explicit(&o->seg[j], memory_order_acquire))
+    /* Acquire: as in tw__slot_entry. */
+    if (atomic_load_explicit(sp, memory_order_acquire))
         return TW_OK;
     _Atomic uint64_t *seg = seg_alloc(sl, cap, j);
     if (!seg)
@@ -161,7 +181,7 @@ static int ensure_room(tw_slot *sl, uint32_t cap, uint32_t pos)
     /* Release publishes the zeroed segment; the loser gives its copy back
      * (a small one only if nothing was taken from the arena since: else
      * it stays unused, one segment per lost race). */
-    if (!atomic_compare_exchange_strong_explicit(&o->seg[j], &none, seg,
+    if (!atomic_compare_exchange_strong_explicit(sp, &none, seg,
                                                  memory_order_acq_rel,
                                                  memory_order_acquire))
         seg_give_back(sl, seg, cap, j);
@@ -176,11 +196,14 @@ static int reserve_at(tw_slot *sl, uint32_t cap, uint64_t *w, uint32_t *pos)
     int rc = ensure_room(sl, cap, count);
     if (rc != TW_OK)
         return rc;
-    /* Acquire on success: we read the word the drainer reopened with its
-     * release store, so the entries it reset are visible. Relaxed would
-     * do for failure: we only retry from the fresh value. */
+    /* Acq_rel on success. Acquire: we read the word the drainer reopened
+     * with its release store, so the entries it reset are visible.
+     * Release: the drainer's close (acquire) that counts our position
+     * also sees the segment we (or another producer, before its own
+     * release here) installed for it, so it never finds the pointer NULL.
+     * Relaxed would do for failure: we only retry from the fresh value. */
     if (atomic_compare_exchange_weak_explicit(&sl->word, w, *w + 1,
-                                              memory_order_acquire,
+                                              memory_order_acq_rel,
                                               memory_order_acquire)) {
         *pos = count;
         return TW_SLOT_OK;
@@ -283,9 +306,10 @@ void tw__vec_free(tw_vec *vec)
 
 static uint32_t slot_close(tw_slot *sl)
 {
-    /* Acq_rel: acquire the producers' reservations (their CAS on the
-     * word), release nothing in particular but keep the close ordered
-     * before the entry exchanges below. */
+    /* Acq_rel: acquire the producers' reservations (their release CAS
+     * on the word), and with them the segments of the positions counted;
+     * release nothing in particular but keep the close ordered before the
+     * entry exchanges below. */
     uint64_t w = atomic_fetch_or_explicit(&sl->word, TW_SLOT_CLOSED,
                                           memory_order_acq_rel);
     return (uint32_t)(w & TW_SLOT_COUNT_MASK);
@@ -339,16 +363,13 @@ uint32_t tw__slot_drain_late(tw_slot *sl, uint32_t cap, tw_vec *out)
 
 void tw__slot_fini(tw_slot *sl, uint32_t cap)
 {
-    /* Relaxed: tw_destroy runs alone. */
-    tw_overflow *o = atomic_load_explicit(&sl->ovf, memory_order_relaxed);
-    if (!o)
-        return;
     /* Relaxed: tw_destroy runs alone. Segment 0 is the fixed array, owned
      * by the wheel; small segments go with the wheel's arenas. */
     for (uint32_t j = 1; j < TW_SLOT_SEGS; j++) {
-        _Atomic uint64_t *seg = atomic_load_explicit(&o->seg[j], memory_order_relaxed);
+        seg_ptr *sp = seg_ptr_of(sl, j, false);
+        _Atomic uint64_t *seg = sp ? atomic_load_explicit(sp, memory_order_relaxed) : NULL;
         if (seg && seg_is_mapped(cap, j))
             munmap(seg, seg_bytes(cap, j));
     }
-    free(o);
+    free(atomic_load_explicit(&sl->ovf, memory_order_relaxed));
 }

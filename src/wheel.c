@@ -198,18 +198,14 @@ int tw__wheel_init(tw_wheel *w, uint32_t nslots, uint32_t cap)
             for (uint32_t i = 0; i < nslots; i++) {
                 tw_slot *sl = slot_at(w, l, i, lane);
                 uint64_t e = next_epoch_after(w, l, i, 0);
-                atomic_init(&sl->word, (uint64_t)rot_of(w, l, e) << TW_SLOT_ROT_SHIFT);
-                sl->base = &w->entries[(size_t)(sl - w->slot) * cap];
-                atomic_init(&sl->ovf, NULL);
-                sl->arena = &w->arena[lane];
+                tw__slot_init(sl, (uint64_t)rot_of(w, l, e) << TW_SLOT_ROT_SHIFT,
+                              &w->entries[(size_t)(sl - w->slot) * cap], &w->arena[lane]);
             }
         }
     }
     for (int j = 0; j < LATE_SLOTS; j++) {
-        atomic_init(&w->late[j].word, 0);
-        w->late[j].base = &w->entries[(slots_total(w) + (size_t)j) * cap];
-        atomic_init(&w->late[j].ovf, NULL);
-        w->late[j].arena = &w->arena[0];
+        tw__slot_init(&w->late[j], 0, &w->entries[(slots_total(w) + (size_t)j) * cap],
+                      &w->arena[0]);
     }
     atomic_init(&w->cur, 0);
     return TW_OK;

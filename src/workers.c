@@ -289,6 +289,8 @@ static void batch_give_back(tw_pool *p, tw_batch *b)
     cds_wfcq_enqueue(&p->spare_head, &p->spare_tail, &b->node);
 }
 
+static void run_here(tw_service *s, const uint64_t *pairs, size_t n);
+
 void tw__deliver(tw_service *s)
 {
     tw_vec *due = &s->wheel.due;
@@ -310,7 +312,7 @@ void tw__deliver(tw_service *s)
         tw_batch *b = batch_get(&s->pool);
         size_t take = n - i < per ? n - i : per;
         if (!b) {
-            run_inline(s, due->v + 2 * i, take); /* never lose a due timer */
+            run_here(s, due->v + 2 * i, take); /* never lose a due timer */
         } else {
             b->n = (uint32_t)take;
             for (size_t k = 0; k < take; k++)
@@ -379,21 +381,37 @@ static bool wait_until(tw_service *s, uint64_t t)
  * each run's lateness is measured at most that many batch-mates before
  * its start, an under-estimate by at most their run time. A timer whose
  * deadline is after the reading waits for it (fresh readings). */
-static void run_batch(tw_service *s, tw_batch *b)
+static void run_handles(tw_service *s, const tw_timer *h, uint32_t n)
 {
     uint64_t now = 0;
-    for (uint32_t i = 0; i < b->n; i++) {
-        if (i + PREFETCH_AHEAD < b->n)
-            prefetch_record(s, b->h[i + PREFETCH_AHEAD]);
+    for (uint32_t i = 0; i < n; i++) {
+        if (i + PREFETCH_AHEAD < n)
+            prefetch_record(s, h[i + PREFETCH_AHEAD]);
         if (i % CLOCK_EVERY == 0)
             now = tw__clock_read(s) - s->origin;
-        for (uint64_t early; (early = run_timer_at(s, b->h[i], now)) != 0;) {
+        for (uint64_t early; (early = run_timer_at(s, h[i], now)) != 0;) {
             if (!wait_until(s, release_time(s, early)))
                 break; /* stopping: the stop sweep has dropped it */
             now = tw__clock_read(s) - s->origin;
         }
     }
+}
+
+static void run_batch(tw_service *s, tw_batch *b)
+{
+    run_handles(s, b->h, b->n);
     batch_give_back(&s->pool, b);
+}
+
+/* No memory for a batch: the drainer runs these n (at most TW_BATCH) due
+ * pairs itself, as a worker would, waiting for deadlines it claimed a
+ * tick ahead (tw__run_timer would take such a timer for a bug). */
+static void run_here(tw_service *s, const uint64_t *pairs, size_t n)
+{
+    tw_timer h[TW_BATCH];
+    for (size_t k = 0; k < n; k++)
+        h[k] = pairs[2 * k + 1];
+    run_handles(s, h, (uint32_t)n);
 }
 
 static void *worker_main(void *arg)
@@ -438,6 +456,8 @@ int tw__pool_start(tw_service *s, uint32_t nthreads)
     for (uint32_t i = 0; i < nthreads; i++) {
         if (pthread_create(&p->threads[i], NULL, worker_main, s) != 0)
             return TW_EAGAIN;
+        /* As the cursor's (cursor.c). */
+        (void)pthread_setname_np(p->threads[i], "tw-worker");
         p->nthreads++;
     }
     return TW_OK;

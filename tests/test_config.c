@@ -1,8 +1,11 @@
 /* test_config.c: configuration limits, defaults, bad input, tw_strerror. */
 #include "tw_test.h"
 
+#include <dirent.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdio.h>
+#include <string.h>
 
 static int setup(void **state)
 {
@@ -308,6 +311,46 @@ static void manual_clock_runs_callbacks_on_advancing_thread(void **state)
     tw_destroy(s);
 }
 
+/* Threads of this process whose name (comm) is `name`. */
+static int threads_named(const char *name)
+{
+    DIR *d = opendir("/proc/self/task");
+    assert_non_null(d);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[300], comm[32] = "";
+        snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue; /* the thread ended while we listed */
+        if (fgets(comm, sizeof comm, f))
+            comm[strcspn(comm, "\n")] = '\0';
+        fclose(f);
+        n += strcmp(comm, name) == 0;
+    }
+    closedir(d);
+    return n;
+}
+
+/* The library's threads carry names, so top -H, perf and gdb tell them
+ * apart; they are gone after tw_destroy. */
+static void service_threads_are_named(void **state)
+{
+    (void)state;
+    int cursors = threads_named("tw-cursor"), workers = threads_named("tw-worker");
+    tw_config cfg;
+    tw_config_init(&cfg);
+    cfg.workers = 3;
+    tw_service *s = t_service_cfg(&cfg);
+    assert_int_equal(threads_named("tw-cursor"), cursors + 1);
+    assert_int_equal(threads_named("tw-worker"), workers + 3);
+    tw_destroy(s);
+    assert_int_equal(threads_named("tw-cursor"), cursors);
+    assert_int_equal(threads_named("tw-worker"), workers);
+}
+
 typedef struct reenter {
     tw_service *s;
     int rc_advance;
@@ -362,6 +405,7 @@ int main(void)
         cmocka_unit_test_setup(version_matches_header, setup),
         cmocka_unit_test_setup(manual_clock_runs_callbacks_on_advancing_thread, setup),
         cmocka_unit_test_setup(advance_from_callback_is_edeadlk, setup),
+        cmocka_unit_test_setup(service_threads_are_named, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,99 @@
+/* test_pool_oom.c: with no memory for a batch of due handles, the cursor
+ * runs them itself: each once, never early, though it claimed them a tick
+ * ahead of their deadlines (default config: 1 ms tick, 2 workers).
+ *
+ * This executable is linked with --wrap=malloc: the library's malloc calls
+ * come here, and while g_fail_batches is set an allocation of a batch's
+ * size is refused. */
+#include "tw_test.h"
+
+#include "internal.h"
+
+#include <stdatomic.h>
+#include <time.h>
+
+void *__real_malloc(size_t n);
+void *__wrap_malloc(size_t n);
+
+static atomic_bool g_fail_batches;
+static atomic_uint g_refused;
+
+void *__wrap_malloc(size_t n)
+{
+    if (n == sizeof(tw_batch) && atomic_load(&g_fail_batches)) {
+        atomic_fetch_add(&g_refused, 1);
+        return NULL;
+    }
+    return __real_malloc(n);
+}
+
+typedef struct probe {
+    tw_service *s;
+    uint64_t not_before; /* tw_now() read before the schedule call + delay */
+    atomic_int runs;
+    atomic_int early;
+} probe;
+
+static void note_run(tw_timer t, void *arg)
+{
+    (void)t;
+    probe *p = arg;
+    if (tw_now(p->s) < p->not_before)
+        atomic_fetch_add(&p->early, 1);
+    atomic_fetch_add(&p->runs, 1);
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0) {
+    }
+}
+
+enum { N = 300 };
+static probe g_probe[N];
+
+static void due_timers_run_without_batch_memory(void **state)
+{
+    (void)state;
+    tw_config cfg;
+    tw_config_init(&cfg); /* MONOTONIC, 1 ms tick, 2 workers: claims a tick ahead */
+    tw_service *s = t_service_cfg(&cfg);
+    atomic_store(&g_refused, 0);
+    atomic_store(&g_fail_batches, true);
+    for (int i = 0; i < N; i++) {
+        probe *p = &g_probe[i];
+        uint64_t delay = (uint64_t)(1 + i % 20) * T_MS;
+        p->s = s;
+        atomic_init(&p->runs, 0);
+        atomic_init(&p->early, 0);
+        p->not_before = tw_now(s) + delay;
+        ASSERT_RC(tw_schedule(s, delay, note_run, p, NULL), TW_OK);
+    }
+    tw_stats st;
+    for (int waited = 0; waited < 10000; waited++) {
+        t_stats(s, &st);
+        if (st.fired >= N)
+            break;
+        sleep_ms(1);
+    }
+    atomic_store(&g_fail_batches, false);
+    assert_true(atomic_load(&g_refused) > 0); /* the path under test was taken */
+    for (int i = 0; i < N; i++) {
+        if (atomic_load(&g_probe[i].runs) != 1 || atomic_load(&g_probe[i].early) != 0)
+            fail_msg("timer %d: %d runs, %d early", i, atomic_load(&g_probe[i].runs),
+                     atomic_load(&g_probe[i].early));
+    }
+    t_stats(s, &st);
+    assert_int_equal(st.fired, N);
+    assert_int_equal(st.pending, 0);
+    tw_destroy(s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(due_timers_run_without_batch_memory),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
