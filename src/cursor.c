@@ -71,10 +71,15 @@ static uint64_t lookahead(const tw_service *s)
     return s->pool.nthreads > 0 && s->cfg.tick_ns >= TW_LOOKAHEAD_MIN_TICK ? 1 : 0;
 }
 
-/* When the cursor processes tick `tick`: its boundary, a lookahead early. */
+/* When the cursor processes tick `tick`: its boundary, a lookahead early;
+ * UINT64_MAX if that is past the clock's range (the next work of a high
+ * level may be a whole turn away: 2^44 ticks at the top level). */
 static uint64_t tick_start(const tw_service *s, uint64_t tick)
 {
-    return s->origin + (tick - lookahead(s)) * s->cfg.tick_ns;
+    uint64_t t = tick - lookahead(s);
+    if (t > (UINT64_MAX - s->origin) / s->cfg.tick_ns)
+        return UINT64_MAX;
+    return s->origin + t * s->cfg.tick_ns;
 }
 
 /* The last tick the cursor may process now. */
@@ -93,8 +98,9 @@ static bool quitting(tw_service *s)
 static void idle_wait(tw_service *s, int32_t seq, uint64_t w)
 {
     struct timespec ts, *timeout = NULL;
-    if (w != UINT64_MAX) {
-        uint64_t now = tw__clock_monotonic(), at = tick_start(s, w);
+    uint64_t at = w == UINT64_MAX ? UINT64_MAX : tick_start(s, w);
+    if (at != UINT64_MAX) {
+        uint64_t now = tw__clock_monotonic();
         if (at <= now)
             return;
         ts.tv_sec = (time_t)((at - now) / 1000000000ull);

@@ -65,6 +65,8 @@ enum {
     TW_RARE_CANCEL_LOST,  /* a cancel found its timer already started */
     TW_RARE_LEASE_MET,    /* the drain met a timer whose deadline was being moved */
     TW_RARE_RESCHED_FIRING, /* a reschedule took back a due, not started timer */
+    TW_RARE_HANDED_OVER,  /* a reschedule handed its deadline to a periodic
+                             timer's re-arm (stress/periodic_handover.c) */
     TW_RARE_COUNT
 };
 
@@ -86,8 +88,12 @@ extern _Thread_local bool tw__stripe_owned;
                                 the lease holder frees it */
 #define TW_F_LEASE       0x08u /* a reschedule owns the deadline word */
 #define TW_F_CANCELREQ   0x10u /* periodic, running: cancelled, do not re-arm */
-#define TW_F_DONE        0x20u /* periodic: run returned while a lease was held */
-#define TW_F_MOVED       0x40u /* periodic, running: deadline word holds the next run */
+#define TW_F_DONE        0x20u /* periodic, running: run returned while a lease was
+                                  held. PENDING|LEASE: the lease is the runner's
+                                  re-arm (workers.c, finish_periodic) */
+#define TW_F_MOVED       0x40u /* periodic, running: deadline word holds the next run.
+                                  PENDING|LEASE|DONE: a reschedule handed the re-arm
+                                  its deadline (tw_periodic.handed) */
 #define TW_F_PERIODIC    0x80u
 #define TW_VER_SHIFT     8
 #define TW_VER_MASK      0xffffffull
@@ -106,7 +112,7 @@ static inline uint64_t tw__with_st(uint64_t w, uint32_t st)
 }
 
 /* 32 bytes: a pending one-shot timer costs a record and an 8-byte slot
- * entry. A periodic timer's period lives in a side array (tw__period),
+ * entry. A periodic timer's period lives in a side array (tw__periodic),
  * made only for chunks that hold one. */
 typedef struct tw_record {
     _Atomic uint64_t state;    /* see above; changes by CAS only (or by its owner) */
@@ -116,7 +122,8 @@ typedef struct tw_record {
                                   0 = end) */
     tw_callback cb;            /* written by the scheduler before it publishes
                                   PENDING, read by owners only */
-    void *arg;                 /* as cb */
+    _Atomic(void *) arg;       /* as cb; atomic for the stop sweep, which reads
+                                  it before its CAS decides (service.c) */
 } tw_record;
 _Static_assert(sizeof(tw_record) == 32, "a record is 32 bytes");
 
@@ -143,7 +150,7 @@ typedef struct tw_magazine {
 
 typedef struct tw_records {
     _Atomic(tw_record *) chunk[TW_REC_CHUNKS];
-    _Atomic(uint64_t *) period[TW_REC_CHUNKS]; /* periods, per chunk, on demand */
+    _Atomic(struct tw_periodic *) periodic[TW_REC_CHUNKS]; /* per chunk, on demand */
     _Atomic uint64_t free_head TW_ALIGNED; /* tag (32) | index + 1 (32) */
     _Atomic uint32_t next_unused TW_ALIGNED; /* never-used indexes start here */
     uint32_t limit;                       /* max records (max_timers or TW_REC_MAX) */
@@ -166,9 +173,16 @@ static inline tw_record *tw__rec(const tw_records *r, uint32_t idx)
     tw_record *c = atomic_load_explicit(&((tw_records *)r)->chunk[j], memory_order_acquire);
     return c ? &c[idx - (((1u << j) - 1u) << TW_REC_CHUNK0_SHIFT)] : NULL;
 }
-/* The period slot of record idx (owners only); with make, allocate the
- * chunk's side array if needed (NULL: out of memory). */
-uint64_t *tw__period(tw_records *r, uint32_t idx, bool make);
+/* A periodic timer's side words: its period (written at arming, read by
+ * owners), and the deadline a reschedule hands to the runner's re-arm when
+ * it finds the lease held by it (service.c, reschedule_record). */
+typedef struct tw_periodic {
+    uint64_t period;
+    _Atomic uint64_t handed;
+} tw_periodic;
+/* Record idx's side words; with make, allocate the chunk's side array if
+ * needed (NULL: out of memory). */
+tw_periodic *tw__periodic(tw_records *r, uint32_t idx, bool make);
 /* Take a FREE record: its index, address and state word. TW_EAGAIN, TW_ENOMEM. */
 int  tw__rec_alloc(tw_records *r, uint32_t *idx, tw_record **rec, uint64_t *state);
 /* Give back a record its owner has taken out of every live state: stores

@@ -83,7 +83,7 @@ int tw__records_init(tw_records *r, uint64_t max_timers)
     r->gen_base = next_gen_base();
     for (int j = 0; j < TW_REC_CHUNKS; j++) {
         atomic_init(&r->chunk[j], NULL);
-        atomic_init(&r->period[j], NULL);
+        atomic_init(&r->periodic[j], NULL);
     }
     atomic_init(&r->free_head, 0);
     atomic_init(&r->next_unused, 0);
@@ -97,22 +97,22 @@ void tw__records_fini(tw_records *r)
     for (int j = 0; j < TW_REC_CHUNKS; j++) {
         /* Relaxed: tw_destroy runs alone; thread joins ordered everything. */
         free(atomic_load_explicit(&r->chunk[j], memory_order_relaxed));
-        free(atomic_load_explicit(&r->period[j], memory_order_relaxed));
+        free(atomic_load_explicit(&r->periodic[j], memory_order_relaxed));
     }
 }
 
-uint64_t *tw__period(tw_records *r, uint32_t idx, bool make)
+tw_periodic *tw__periodic(tw_records *r, uint32_t idx, bool make)
 {
     uint32_t off;
     uint32_t j = chunk_of(idx, &off);
     /* Acquire: pairs with the release CAS that installed the array. */
-    uint64_t *p = atomic_load_explicit(&r->period[j], memory_order_acquire);
+    tw_periodic *p = atomic_load_explicit(&r->periodic[j], memory_order_acquire);
     if (!p && make) {
-        uint64_t *fresh = calloc(chunk_len(j), sizeof *fresh);
+        tw_periodic *fresh = calloc(chunk_len(j), sizeof *fresh);
         if (!fresh)
             return NULL;
         /* Release on success publishes the zeroed array; the loser frees. */
-        if (atomic_compare_exchange_strong_explicit(&r->period[j], &p, fresh,
+        if (atomic_compare_exchange_strong_explicit(&r->periodic[j], &p, fresh,
                                                     memory_order_acq_rel,
                                                     memory_order_acquire))
             p = fresh;
@@ -371,7 +371,18 @@ int tw__lease_publish(tw_service *s, tw_record *rec, uint32_t idx, bool place,
             }
             continue;
         }
-        uint64_t open = tw__ver_bump(st & ~(uint64_t)TW_F_LEASE);
+        if (tw__st(st) == TW_ST_PENDING &&
+            (st & (TW_F_DONE | TW_F_MOVED)) == (TW_F_DONE | TW_F_MOVED)) {
+            /* Our lease is a re-arm and a reschedule handed us its
+             * deadline: it replaces ours. Relaxed: ordered after our
+             * acquire of st, which read the handing CAS (release). */
+            uint64_t d = atomic_load_explicit(&tw__periodic(&s->rec, idx, false)->handed,
+                                              memory_order_relaxed);
+            atomic_store_explicit(&rec->deadline, d, memory_order_relaxed);
+            tick = tw__tick_of(s, d);
+            place = true;
+        }
+        uint64_t open = tw__ver_bump(st & ~(uint64_t)(TW_F_LEASE | TW_F_DONE | TW_F_MOVED));
         /* Release: publishes the deadline we wrote under the lease. */
         if (atomic_compare_exchange_weak_explicit(&rec->state, &st, open,
                                                   memory_order_release,

@@ -219,6 +219,7 @@ const char *tw__rare_name(int which)
 {
     static const char *const name[TW_RARE_COUNT] = {
         "tombstoned", "newer", "late_slot", "cancel_lost", "lease_met", "resched_firing",
+        "handed_over",
     };
     return which >= 0 && which < TW_RARE_COUNT ? name[which] : "?";
 }
@@ -362,16 +363,29 @@ static int deadline_of(tw_service *s, uint64_t delay, uint64_t *deadline)
 }
 
 /* Undo an arming that cannot complete: true if we took the timer back,
- * false if a cancel or the stop sweep got it first (its fate is settled and
- * the arming stands). */
+ * false if a cancel, the stop sweep or a run got it first (its fate is
+ * settled and the arming stands). The handle is out already (*out), so a
+ * reschedule may hold or have released a lease meanwhile: that changes the
+ * word (flag, version) but not the fate, so we look again rather than
+ * take a failed CAS for a lost race. A lease held now is ended the way a
+ * cancel ends it (ZOMBIE: the holder frees the record). */
 static bool take_back(tw_service *s, tw_record *rec, uint32_t idx, uint64_t st)
 {
-    /* Acq_rel: one CAS decides between us and a cancel or the sweep. */
-    if (!atomic_compare_exchange_strong_explicit(&rec->state, &st, tw__rec_free_state(st),
-                                                 memory_order_acq_rel,
-                                                 memory_order_acquire))
-        return false;
-    tw__rec_push_free(&s->rec, idx);
+    uint32_t gen = tw__gen(st);
+    for (;;) {
+        if (tw__gen(st) != gen || tw__st(st) != TW_ST_PENDING)
+            return false;
+        bool leased = (st & TW_F_LEASE) != 0;
+        uint64_t want = leased ? tw__with_st(st, TW_ST_ZOMBIE) : tw__rec_free_state(st);
+        /* Acq_rel: one CAS decides between us and a cancel, the sweep or a
+         * claim; acquire on failure reads what changed. */
+        if (atomic_compare_exchange_weak_explicit(&rec->state, &st, want,
+                                                  memory_order_acq_rel,
+                                                  memory_order_acquire))
+            break;
+    }
+    if (!(st & TW_F_LEASE))
+        tw__rec_push_free(&s->rec, idx);
     TW_COUNT(s, aborted, 1);
     return true;
 }
@@ -406,16 +420,16 @@ static int schedule_common(tw_service *s, uint64_t delay, uint64_t period,
     if (rc != TW_OK)
         return rc;
     if (period) {
-        uint64_t *p = tw__period(&s->rec, idx, true);
+        tw_periodic *p = tw__periodic(&s->rec, idx, true);
         if (!p) {
             tw__rec_push_free(&s->rec, idx); /* still FREE and ours */
             return TW_ENOMEM;
         }
-        *p = period;
+        p->period = period;
     }
     rec->cb = cb;
-    rec->arg = arg;
-    /* Relaxed: published by the seq_cst store of the state below. */
+    /* Relaxed (cb too): published by the seq_cst store of the state below. */
+    atomic_store_explicit(&rec->arg, arg, memory_order_relaxed);
     atomic_store_explicit(&rec->deadline, deadline, memory_order_relaxed);
     st = (st & ~0xffffffffull) | TW_ST_PENDING | (period ? TW_F_PERIODIC : 0);
     tw_timer h = tw__handle(tw__gen(st), idx);
@@ -571,6 +585,27 @@ static int move_pending(tw_service *s, tw_record *rec, uint32_t idx, uint64_t de
     return tw__lease_publish(s, rec, idx, place, tick);
 }
 
+/* The runner's re-arm holds the lease (PENDING|LEASE|DONE): it is not a
+ * move we could be ordered before, as the run's end would then have
+ * overridden us. Hand it our deadline (MOVED); it re-reads the state
+ * before it opens the lease and takes the deadline handed last. False:
+ * the state changed first (*st has it), look again. */
+static bool hand_over(tw_service *s, tw_record *rec, uint32_t idx, uint64_t *st,
+                      uint64_t deadline)
+{
+    /* Relaxed: published by the release CAS below; a handing that loses
+     * the CAS leaves a value nobody reads (MOVED not set by it), or one a
+     * re-arm applies before our retry applies it again. */
+    atomic_store_explicit(&tw__periodic(&s->rec, idx, false)->handed, deadline,
+                          memory_order_relaxed);
+    /* Release: the re-arm's acquire of the state sees our deadline. The
+     * version bump fails a re-arm that read the state before us. */
+    return atomic_compare_exchange_weak_explicit(&rec->state, st,
+                                                 tw__ver_bump(*st) | TW_F_MOVED,
+                                                 memory_order_release,
+                                                 memory_order_acquire);
+}
+
 static int reschedule_record(tw_service *s, tw_record *rec, tw_timer t, uint64_t deadline)
 {
     uint32_t idx = tw__handle_idx(t);
@@ -585,8 +620,15 @@ static int reschedule_record(tw_service *s, tw_record *rec, tw_timer t, uint64_t
                         !(st & TW_F_CANCELREQ));
         if (!movable)
             return TW_ENOENT;
-        if (st & TW_F_LEASE)
-            return TW_OK; /* overtaken: ordered just before the holder's move */
+        if (st & TW_F_LEASE) {
+            if (kind != TW_ST_PENDING || !(st & TW_F_DONE))
+                return TW_OK; /* overtaken: ordered just before the holder's move */
+            if (hand_over(s, rec, idx, &st, deadline)) {
+                tw__count_rare(s, TW_RARE_HANDED_OVER);
+                return TW_OK;
+            }
+            continue;
+        }
         uint64_t want = kind == TW_ST_RUNNING
             ? st | TW_F_LEASE
             : tw__with_st(st, TW_ST_PENDING) | TW_F_LEASE;
@@ -683,6 +725,11 @@ static bool drop_record(tw_service *s, uint32_t idx, tw_callback on_pending)
     if (kind == TW_ST_RUNNING && (st & TW_F_CANCELREQ))
         return true; /* cancelled periodic, run over: its lease holder frees it */
     uint64_t want = leased ? tw__with_st(st, TW_ST_ZOMBIE) : tw__rec_free_state(st);
+    /* Read before the CAS: once a leased record is ZOMBIE its lease holder
+     * may free it, and a producer that passed its stop check may reuse it.
+     * If the CAS succeeds, nothing changed since the load, so this is the
+     * timer's arg (atomic: a losing CAS may have raced a new owner). */
+    void *arg = atomic_load_explicit(&rec->arg, memory_order_relaxed);
     /* Seq_cst: as the load above; fails if a runner, cancel or move won. */
     if (!atomic_compare_exchange_strong_explicit(&rec->state, &st, want,
                                                  memory_order_seq_cst,
@@ -690,7 +737,7 @@ static bool drop_record(tw_service *s, uint32_t idx, tw_callback on_pending)
         return false;
     TW_COUNT(s, dropped, 1);
     if (on_pending)
-        on_pending(tw__handle(tw__gen(st), idx), rec->arg);
+        on_pending(tw__handle(tw__gen(st), idx), arg);
     if (!leased)
         tw__rec_push_free(&s->rec, idx);
     return true;

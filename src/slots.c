@@ -43,9 +43,11 @@
  * with the slot until tw_destroy and are reused by later epochs (the EMPTY
  * epochs make that safe). Nothing is ever refused for lack of room.
  *
- * Limits: rot wraps after 2^31 rotations of one slot; a reservation CAS
- * compares the whole word, so a producer would have to stall across exactly
- * a multiple of 2^31 rotations with the same count to be fooled.
+ * Limits: rot wraps after 2^31 rotations of one slot, and reserve reads a
+ * slot up to 2^30 rotations ahead as behind. A producer sees a slot that
+ * far ahead only if it stalled while the cursor moved that far; wheel.c
+ * (cursor_ran_away) then drops the reservation unpublished and places
+ * again.
  */
 #include "internal.h"
 

@@ -260,6 +260,11 @@ static int place_late(tw_service *s, uint64_t value)
         if (rc != TW_SLOT_OK)
             return rc;
         if (tw__slot_publish(&w->late[j], w->cap, pos, rot, value)) {
+            /* Seq_cst fence: our reservation (an acq_rel CAS) before the
+             * poke's seq_cst look at wake_tick, against the cursor's
+             * seq_cst store of wake_tick before its look at the late
+             * slots: one of the two sees the other (store buffering). */
+            atomic_thread_fence(memory_order_seq_cst);
             /* Relaxed: a hint for the wake-up only. */
             tw__cursor_poke(s, atomic_load_explicit(&w->cur, memory_order_relaxed) + 1);
             return TW_OK;
@@ -267,6 +272,21 @@ static int place_late(tw_service *s, uint64_t value)
         tw__count_rare(s, TW_RARE_TOMBSTONED);
         return 1; /* tombstoned: place again from the top */
     }
+}
+
+/* A slot's rotation number is 31 bits: tw__slot_reserve reads a slot up
+ * to 2^30 rotations ahead of ours as "behind" (an older round). A slot
+ * gets ahead of a producer only by drains after the producer read the
+ * cursor at c, at most one per rotation the cursor moved, so if the cursor
+ * has moved less than 2^29 rotations of this level since, `behind` is
+ * true. More is possible only when a producer stalls across a huge MANUAL
+ * tw_advance (2^30 rotations is 24 days of 1 ms ticks at 2 slots): then
+ * the attempt is dropped and made again from the new cursor. */
+static bool cursor_ran_away(const tw_wheel *w, uint64_t c, uint32_t sh)
+{
+    /* Acquire: as in place_once; cur only grows. */
+    uint64_t now = atomic_load_explicit(&w->cur, memory_order_acquire);
+    return ((now - c) >> (sh + w->bits)) >= (1ull << 29);
 }
 
 /* One attempt: 0 placed, 1 try again, < 0 error. */
@@ -298,6 +318,10 @@ static int place_once(tw_service *s, uint64_t value, uint64_t k)
     }
     if (rc != TW_SLOT_OK)
         return rc;
+    if (cursor_ran_away(w, c, sh)) {
+        tw__count_rare(s, TW_RARE_NEWER);
+        return 1; /* leave the position unpublished (the drain tombstones it) */
+    }
     uint64_t epoch = e - (uint64_t)behind * (1ull << (sh + w->bits));
     occupancy_mark(w, l, i);
     if (!tw__slot_publish(sl, w->cap, pos, epoch, value)) {

@@ -132,7 +132,10 @@ static void finish_periodic(tw_service *s, tw_record *rec, uint32_t idx,
         } else if (st & TW_F_CANCELREQ) {
             want = tw__rec_free_state(st);
         } else {
-            want = tw__with_st(st & ~(uint64_t)TW_F_MOVED, TW_ST_PENDING) | TW_F_LEASE;
+            /* The re-arm's lease, marked DONE: a reschedule that meets
+             * it hands its deadline over instead of being overtaken. */
+            want = tw__with_st(st & ~(uint64_t)TW_F_MOVED, TW_ST_PENDING) | TW_F_LEASE |
+                   TW_F_DONE;
         }
         /* Seq_cst: the end of the run, which cancel_sync waiters and the
          * stop sweep observe; acquire on failure re-reads the requests. */
@@ -150,7 +153,8 @@ static void finish_periodic(tw_service *s, tw_record *rec, uint32_t idx,
          * lease release below publishes it. */
         uint64_t next = (st & TW_F_MOVED)
             ? atomic_load_explicit(&rec->deadline, memory_order_relaxed)
-            : tw__next_period_deadline(s, deadline, *tw__period(&s->rec, idx, false));
+            : tw__next_period_deadline(s, deadline,
+                                       tw__periodic(&s->rec, idx, false)->period);
         atomic_store_explicit(&rec->deadline, next, memory_order_relaxed);
         tw__lease_publish(s, rec, idx, true, tw__tick_of(s, next));
         return;
@@ -219,7 +223,8 @@ static uint64_t run_timer_at(tw_service *s, tw_timer h, uint64_t now)
         return claim == CLAIM_EARLY ? deadline : 0;
     bool periodic = (st & TW_F_PERIODIC) != 0;
     tw_callback cb = rec->cb;
-    void *arg = rec->arg;
+    /* Relaxed: ordered after the claim, which acquired the arming. */
+    void *arg = atomic_load_explicit(&rec->arg, memory_order_relaxed);
     TW_COUNT(s, fired, 1);
     if (periodic)
         TW_COUNT(s, periodic_runs, 1);

@@ -1,0 +1,140 @@
+/*
+ * periodic_handover: a reschedule that meets the end of a periodic timer's
+ * run, where the runner re-arms it under a lease (workers.c,
+ * finish_periodic). A reschedule that finds that lease hands its deadline
+ * over (service.c, hand_over); before, it answered TW_OK and the re-arm's
+ * own deadline won, so the timer ran again one period later.
+ *
+ *     periodic_handover [threads (ignored)] [iterations=10^9]
+ *                       [seconds=$TW_STRESS_SECONDS|3] [require=0] [seed]
+ *
+ * One MANUAL service, one periodic timer (period: one tick). Per round the
+ * advancer moves the clock one tick, so the timer runs inside tw_advance;
+ * its callback wakes the pusher thread, which after a random pause of a
+ * few dozen spins pushes the timer an hour back (tw_reschedule) while the
+ * run ends. Checked per round: the push returned TW_OK (the timer is
+ * alive); the timer ran exactly once; after two more ticks it has not run
+ * again (a push lost to the re-arm lets it run at the next tick). Then the
+ * advancer brings it back to the next tick (tw_reschedule 0). With
+ * require = 1 (as ctest runs it) the run also fails if no push landed on
+ * the re-arm's lease (TW_RARE_HANDED_OVER).
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "stress_common.h"
+
+#include "internal.h" /* tw__rare_total, tw__check */
+
+#define TICK_NS  1000000ull
+#define FAR_NS   (3600ull * 1000000000ull)
+
+static tw_service *g_s;
+static tw_timer g_timer;
+static _Atomic uint64_t g_round;   /* the round the advancer is in (1, 2, ...) */
+static _Atomic uint64_t g_ran;     /* runs of the timer */
+static _Atomic uint64_t g_woke;    /* the round whose run woke the pusher */
+static _Atomic uint64_t g_pushed;  /* the round whose push is over */
+static _Atomic int g_push_rc;
+static _Atomic bool g_quit;
+
+static void on_run(tw_timer t, void *arg)
+{
+    (void)arg;
+    if (t != g_timer)
+        st_fail("callback got handle %" PRIx64 ", armed %" PRIx64, t, g_timer);
+    atomic_fetch_add(&g_ran, 1);
+    atomic_store(&g_woke, atomic_load(&g_round));
+}
+
+static void *pusher(void *arg)
+{
+    st_rng *rng = arg;
+    for (uint64_t done = 0;;) {
+        uint64_t woke;
+        while ((woke = atomic_load(&g_woke)) == done)
+            if (atomic_load(&g_quit))
+                return NULL;
+        /* Land anywhere from inside the callback's end to after the
+         * re-arm: the lease window is a few dozen instructions. */
+        for (uint64_t k = st_below(rng, 96); k > 0; k--)
+            atomic_signal_fence(memory_order_seq_cst);
+        atomic_store(&g_push_rc, tw_reschedule(g_s, g_timer, FAR_NS));
+        atomic_store(&g_pushed, woke);
+        done = woke;
+    }
+}
+
+static void advance_or_fail(uint64_t now)
+{
+    int rc = tw_advance(g_s, now);
+    if (rc != TW_OK)
+        st_fail("tw_advance(%" PRIu64 "): %s", now, tw_strerror(rc));
+}
+
+int main(int argc, char **argv)
+{
+    uint64_t iterations = st_arg(argc, argv, 2, 1000000000ull);
+    double seconds = st_arg_seconds(argc, argv, 3);
+    uint64_t require = st_arg(argc, argv, 4, 0);
+    uint64_t seed = st_arg(argc, argv, 5, st_seed_default());
+    printf("periodic_handover: seed %" PRIu64 " iterations %" PRIu64 " seconds %.1f"
+           " require %" PRIu64 "\n", seed, iterations, seconds, require);
+
+    tw_config cfg;
+    tw_config_init(&cfg);
+    cfg.clock = TW_CLOCK_MANUAL;
+    cfg.tick_ns = TICK_NS;
+    if (tw_create(&cfg, &g_s) != TW_OK)
+        return 2;
+    if (tw_schedule_every(g_s, 0, TICK_NS, on_run, NULL, &g_timer) != TW_OK)
+        return 2;
+    st_rng rng;
+    st_rng_seed(&rng, seed, 0);
+    pthread_t th;
+    if (pthread_create(&th, NULL, pusher, &rng) != 0)
+        return 2;
+
+    uint64_t now = 0, rounds = 0, end = st_mono_ns() + (uint64_t)(seconds * 1e9);
+    for (uint64_t r = 1; r <= iterations && st_mono_ns() < end && st_failed() == 0; r++) {
+        atomic_store(&g_round, r);
+        uint64_t ran = atomic_load(&g_ran);
+        now += TICK_NS;
+        advance_or_fail(now); /* runs the timer; the push races its end */
+        if (atomic_load(&g_ran) != ran + 1)
+            st_fail("round %" PRIu64 ": the timer ran %" PRIu64 " times, not once", r,
+                    atomic_load(&g_ran) - ran);
+        while (atomic_load(&g_pushed) != r)
+            if (st_failed())
+                break;
+        int rc = atomic_load(&g_push_rc);
+        if (rc != TW_OK)
+            st_fail("round %" PRIu64 ": tw_reschedule: %s", r, tw_strerror(rc));
+        now += 2 * TICK_NS;
+        advance_or_fail(now);
+        if (atomic_load(&g_ran) != ran + 1)
+            st_fail("round %" PRIu64 ": pushed an hour back (TW_OK), ran again at the next"
+                    " tick", r);
+        rc = tw_reschedule(g_s, g_timer, 0); /* back to the next tick */
+        if (rc != TW_OK)
+            st_fail("round %" PRIu64 ": bringing it back: %s", r, tw_strerror(rc));
+        rounds = r;
+    }
+    atomic_store(&g_quit, true);
+    pthread_join(th, NULL);
+
+    char why[256];
+    if (tw__check(g_s, why, sizeof why) != 0)
+        st_fail("invariants: %s", why);
+    uint64_t handed = tw__rare_total(g_s, TW_RARE_HANDED_OVER);
+    printf("rounds %" PRIu64 ", pushes handed to the re-arm %" PRIu64 "\n", rounds, handed);
+    if (handed == 0 && require)
+        st_fail("no push landed on the re-arm's lease");
+    tw_destroy(g_s);
+    if (st_failed()) {
+        fprintf(stderr, "periodic_handover: %" PRIu64 " failed checks\n", st_failed());
+        return 1;
+    }
+    printf("periodic_handover: ok\n");
+    return 0;
+}
