@@ -67,6 +67,8 @@ enum {
     TW_RARE_RESCHED_FIRING, /* a reschedule took back a due, not started timer */
     TW_RARE_HANDED_OVER,  /* a reschedule handed its deadline to a periodic
                              timer's re-arm (stress/periodic_handover.c) */
+    TW_RARE_RAN_AWAY,     /* a producer stalled across 2^29 rotations dropped
+                             its reservation (wheel.c; tests/test_stall.c) */
     TW_RARE_COUNT
 };
 

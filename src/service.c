@@ -219,7 +219,7 @@ const char *tw__rare_name(int which)
 {
     static const char *const name[TW_RARE_COUNT] = {
         "tombstoned", "newer", "late_slot", "cancel_lost", "lease_met", "resched_firing",
-        "handed_over",
+        "handed_over", "ran_away",
     };
     return which >= 0 && which < TW_RARE_COUNT ? name[which] : "?";
 }
@@ -456,9 +456,9 @@ int tw_schedule(tw_service *s, uint64_t delay_ns, tw_callback cb, void *arg, tw_
 int tw_schedule_every(tw_service *s, uint64_t first_delay_ns, uint64_t period_ns,
                       tw_callback cb, void *arg, tw_timer *out)
 {
-    if (s && cb && period_ns == 0)
-        return TW_EINVAL;
-    if (s && period_ns > s->max_delay)
+    if (!s || !cb || period_ns == 0)
+        return TW_EINVAL; /* bad arguments first, as tw_schedule answers them */
+    if (period_ns > s->max_delay)
         return TW_ERANGE;
     return schedule_common(s, first_delay_ns, period_ns, cb, arg, out);
 }

@@ -71,6 +71,9 @@ static void null_service_and_arguments(void **state)
     CHECK(s);
     ASSERT_RC(tw_schedule_every(NULL, T_MS, T_MS, t_noop, NULL, &out), TW_EINVAL);
     ASSERT_RC(tw_schedule_every(s, T_MS, T_MS, NULL, NULL, &out), TW_EINVAL);
+    /* A NULL callback is EINVAL whatever else is wrong. */
+    ASSERT_RC(tw_schedule_every(s, T_MS, UINT64_MAX, NULL, NULL, &out), TW_EINVAL);
+    ASSERT_RC(tw_schedule_every(NULL, T_MS, UINT64_MAX, t_noop, NULL, &out), TW_EINVAL);
     CHECK(s);
     assert_int_equal(out, 12345); /* untouched on error */
     ASSERT_RC(tw_reschedule(NULL, x.h, T_MS), TW_EINVAL);
