@@ -94,8 +94,11 @@ extern _Thread_local bool tw__stripe_owned;
                                   held. PENDING|LEASE: the lease is the runner's
                                   re-arm (workers.c, finish_periodic) */
 #define TW_F_MOVED       0x40u /* periodic, running: deadline word holds the next run.
-                                  PENDING|LEASE|DONE: a reschedule handed the re-arm
-                                  its deadline (tw_periodic.handed) */
+                                  PENDING|LEASE|DONE: a reschedule claimed the re-arm
+                                  (service.c, hand_over) */
+#define TW_F_HANDED      TW_F_CANCELREQ /* PENDING|LEASE|DONE|MOVED: the claimant's
+                                  deadline is in tw_periodic.handed (the bit means
+                                  CANCELREQ only for a RUNNING timer) */
 #define TW_F_PERIODIC    0x80u
 #define TW_VER_SHIFT     8
 #define TW_VER_MASK      0xffffffull
@@ -176,8 +179,8 @@ static inline tw_record *tw__rec(const tw_records *r, uint32_t idx)
     return c ? &c[idx - (((1u << j) - 1u) << TW_REC_CHUNK0_SHIFT)] : NULL;
 }
 /* A periodic timer's side words: its period (written at arming, read by
- * owners), and the deadline a reschedule hands to the runner's re-arm when
- * it finds the lease held by it (service.c, reschedule_record). */
+ * owners), and the deadline a reschedule that claimed the runner's re-arm
+ * hands it (service.c, hand_over; written only after a successful claim). */
 typedef struct tw_periodic {
     uint64_t period;
     _Atomic uint64_t handed;

@@ -371,18 +371,31 @@ int tw__lease_publish(tw_service *s, tw_record *rec, uint32_t idx, bool place,
             }
             continue;
         }
-        if (tw__st(st) == TW_ST_PENDING &&
-            (st & (TW_F_DONE | TW_F_MOVED)) == (TW_F_DONE | TW_F_MOVED)) {
-            /* Our lease is a re-arm and a reschedule handed us its
-             * deadline: it replaces ours. Relaxed: ordered after our
-             * acquire of st, which read the handing CAS (release). */
+        if (tw__st(st) == TW_ST_PENDING && (st & TW_F_DONE) && (st & TW_F_MOVED)) {
+            /* Our lease is a periodic timer's re-arm and a reschedule
+             * claimed it (service.c, hand_over). */
+            if (!(st & TW_F_HANDED)) {
+                /* Its deadline is not there yet: leave the lease to it
+                 * (it writes the deadline and publishes). Release: our
+                 * deadline store comes before its own. */
+                if (atomic_compare_exchange_weak_explicit(
+                        &rec->state, &st, tw__ver_bump(st & ~(uint64_t)TW_F_DONE),
+                        memory_order_release, memory_order_acquire))
+                    return TW_OK;
+                continue;
+            }
+            /* Its deadline replaces ours. Relaxed: ordered after our
+             * acquire of st, which read its HANDED CAS (release); a later
+             * claimant's store changes the state first, so our CAS below
+             * fails if we read that. */
             uint64_t d = atomic_load_explicit(&tw__periodic(&s->rec, idx, false)->handed,
                                               memory_order_relaxed);
             atomic_store_explicit(&rec->deadline, d, memory_order_relaxed);
             tick = tw__tick_of(s, d);
             place = true;
         }
-        uint64_t open = tw__ver_bump(st & ~(uint64_t)(TW_F_LEASE | TW_F_DONE | TW_F_MOVED));
+        uint64_t open = tw__ver_bump(
+            st & ~(uint64_t)(TW_F_LEASE | TW_F_DONE | TW_F_MOVED | TW_F_HANDED));
         /* Release: publishes the deadline we wrote under the lease. */
         if (atomic_compare_exchange_weak_explicit(&rec->state, &st, open,
                                                   memory_order_release,

@@ -585,25 +585,71 @@ static int move_pending(tw_service *s, tw_record *rec, uint32_t idx, uint64_t de
     return tw__lease_publish(s, rec, idx, place, tick);
 }
 
-/* The runner's re-arm holds the lease (PENDING|LEASE|DONE): it is not a
- * move we could be ordered before, as the run's end would then have
- * overridden us. Hand it our deadline (MOVED); it re-reads the state
- * before it opens the lease and takes the deadline handed last. False:
- * the state changed first (*st has it), look again. */
+/* The runner's re-arm holds the lease (PENDING|LEASE|DONE). It is not a
+ * move we could be ordered before (the run's end would then override
+ * us), so we take the re-arm over without waiting for it:
+ *   1. claim it: CAS in MOVED (a version bump fails a re-arm that read
+ *      the state before). A claim already there and not yet delivered is
+ *      a move that will land: we are ordered just before it (TW_OK);
+ *   2. store our deadline in tw_periodic.handed, then CAS in HANDED: the
+ *      re-arm, which re-reads the state before it opens the lease, takes
+ *      it (tw__lease_publish);
+ *   3. if instead the re-arm found our claim undelivered, it left the
+ *      lease to us (DONE cleared): we write the deadline and publish.
+ * Only a claimant stores into `handed`, after its claim changed the
+ * state, so a re-arm never applies a deadline whose reschedule then
+ * fails or moves again. Returns true with *rc when done, false to look
+ * again at *st. */
 static bool hand_over(tw_service *s, tw_record *rec, uint32_t idx, uint64_t *st,
-                      uint64_t deadline)
+                      uint64_t deadline, int *rc)
 {
-    /* Relaxed: published by the release CAS below; a handing that loses
-     * the CAS leaves a value nobody reads (MOVED not set by it), or one a
-     * re-arm applies before our retry applies it again. */
+    if ((*st & TW_F_MOVED) && !(*st & TW_F_HANDED)) {
+        *rc = TW_OK;
+        return true;
+    }
+    uint32_t gen = tw__gen(*st);
+    uint64_t claimed = tw__ver_bump(*st & ~(uint64_t)TW_F_HANDED) | TW_F_MOVED;
+    /* Acquire on success: the re-arm's deadline store (if it leaves us the
+     * lease, its release CAS orders it before ours). */
+    if (!atomic_compare_exchange_weak_explicit(&rec->state, st, claimed,
+                                               memory_order_acq_rel,
+                                               memory_order_acquire))
+        return false;
+    *st = claimed;
+    /* Relaxed: published by the release CAS below. */
     atomic_store_explicit(&tw__periodic(&s->rec, idx, false)->handed, deadline,
                           memory_order_relaxed);
-    /* Release: the re-arm's acquire of the state sees our deadline. The
-     * version bump fails a re-arm that read the state before us. */
-    return atomic_compare_exchange_weak_explicit(&rec->state, st,
-                                                 tw__ver_bump(*st) | TW_F_MOVED,
-                                                 memory_order_release,
-                                                 memory_order_acquire);
+    for (;;) {
+        /* Release: the re-arm's acquire of the state sees `handed`. */
+        if (atomic_compare_exchange_weak_explicit(&rec->state, st,
+                                                  tw__ver_bump(*st) | TW_F_HANDED,
+                                                  memory_order_release,
+                                                  memory_order_acquire)) {
+            tw__count_rare(s, TW_RARE_HANDED_OVER);
+            *rc = TW_OK;
+            return true;
+        }
+        if (tw__gen(*st) != gen) {
+            /* Cancelled or stopped under the re-arm, which freed it (the
+             * record may be another timer's by now: touch nothing). */
+            *rc = TW_ENOENT;
+            return true;
+        }
+        if (!(*st & TW_F_DONE)) {
+            /* The re-arm left us the lease (or a cancel or the stop then
+             * made it ZOMBIE: the publish frees it). We own the deadline. */
+            if (tw__st(*st) == TW_ST_PENDING)
+                atomic_store_explicit(&rec->deadline, deadline, memory_order_relaxed);
+            tw__count_rare(s, TW_RARE_HANDED_OVER);
+            *rc = tw__lease_publish(s, rec, idx, true, tw__tick_of(s, deadline));
+            return true;
+        }
+        if (tw__st(*st) == TW_ST_ZOMBIE) {
+            *rc = TW_ENOENT; /* ended under the re-arm, which frees it */
+            return true;
+        }
+        /* Spurious failure (weak CAS): try again. */
+    }
 }
 
 static int reschedule_record(tw_service *s, tw_record *rec, tw_timer t, uint64_t deadline)
@@ -623,10 +669,9 @@ static int reschedule_record(tw_service *s, tw_record *rec, tw_timer t, uint64_t
         if (st & TW_F_LEASE) {
             if (kind != TW_ST_PENDING || !(st & TW_F_DONE))
                 return TW_OK; /* overtaken: ordered just before the holder's move */
-            if (hand_over(s, rec, idx, &st, deadline)) {
-                tw__count_rare(s, TW_RARE_HANDED_OVER);
-                return TW_OK;
-            }
+            int rc;
+            if (hand_over(s, rec, idx, &st, deadline, &rc))
+                return rc;
             continue;
         }
         uint64_t want = kind == TW_ST_RUNNING

@@ -36,10 +36,10 @@
  * Room beyond slot_capacity: overflow segment j >= 1 holds 64 << (j - 1)
  * entries and is made on first use (CAS-installed; the loser gives its copy
  * back). The pointers to segments 1..TW_SLOT_NEAR sit in the slot's own
- * line, the rest in a table made on first use. Segments under 64 KiB come from the wheel's arena (arena.c), larger
- * ones are mapped one by one. A producer
- * makes the segment for position p before it reserves p, so a reserved
- * position always has memory and the drainer never allocates. Segments stay
+ * line, the rest in a table made on first use. Segments under 64 KiB come
+ * from the wheel's arena (arena.c), larger ones are mapped one by one. A
+ * producer makes the segment for position p before it reserves p, so a
+ * reserved position always has memory and the drainer never allocates. Segments stay
  * with the slot until tw_destroy and are reused by later epochs (the EMPTY
  * epochs make that safe). Nothing is ever refused for lack of room.
  *

@@ -276,12 +276,15 @@ static int place_late(tw_service *s, uint64_t value)
 
 /* A slot's rotation number is 31 bits: tw__slot_reserve reads a slot up
  * to 2^30 rotations ahead of ours as "behind" (an older round). A slot
- * gets ahead of a producer only by drains after the producer read the
- * cursor at c, at most one per rotation the cursor moved, so if the cursor
- * has moved less than 2^29 rotations of this level since, `behind` is
- * true. More is possible only when a producer stalls across a huge MANUAL
- * tw_advance (2^30 rotations is 24 days of 1 ms ticks at 2 slots): then
- * the attempt is dropped and made again from the new cursor. */
+ * gets ahead of a producer only by a drain after the producer read the
+ * cursor at c, and a step that drains it publishes cur = T first and
+ * reopens it for its first epoch after T. Our reservation acquired that
+ * reopen, so the cursor we read now is at least T, and the slot is at
+ * most one rotation past it: if the cursor moved less than 2^29 rotations
+ * of this level since c, `behind` is true. More is possible only when a
+ * producer stalls across a huge MANUAL tw_advance (2^30 rotations is 24
+ * days of 1 ms ticks at 2 slots): then the attempt is dropped and made
+ * again from the new cursor. */
 static bool cursor_ran_away(const tw_wheel *w, uint64_t c, uint32_t sh)
 {
     /* Acquire: as in place_once; cur only grows. */
@@ -641,7 +644,8 @@ static int check_entries(check_ctx *x, tw_slot *sl, uint64_t epoch, bool late)
         uint64_t v = atomic_load_explicit(e, memory_order_acquire);
         if (p < n && !(v & TW_ENTRY_VALUE)) {
             /* At rest only a dropped reservation (cursor_ran_away) stays
-             * unpublished, until its drain tombstones it. */
+             * unpublished, until its drain tombstones it. (The bound is
+             * every drop ever counted: loose once one happened.) */
             if (++x->unpublished > x->dropped)
                 return fail(x, "reserved entry %llu unpublished at rest (epoch %llu)%llu",
                             p, epoch, 0);

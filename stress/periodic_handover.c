@@ -15,54 +15,99 @@
  * run ends. Checked per round: the push returned TW_OK (the timer is
  * alive); the timer ran exactly once; after two more ticks it has not run
  * again (a push lost to the re-arm lets it run at the next tick). Then the
- * advancer brings it back to the next tick (tw_reschedule 0). With
- * require = 1 (as ctest runs it) the run also fails if no push landed on
- * the re-arm's lease (TW_RARE_HANDED_OVER).
+ * advancer brings it back to the next tick (tw_reschedule 0). Every
+ * CANCEL_EVERY-th round a third thread also cancels the timer as the run
+ * ends: the cancel must answer TW_OK, the push TW_OK or TW_ENOENT, and the
+ * timer never run again; the advancer then arms a new one. With require =
+ * 1 (as ctest runs it) the run also fails if no push landed on the
+ * re-arm's lease (TW_RARE_HANDED_OVER). tw__check at the end checks the
+ * counters against the records (nothing leaked, nothing freed twice).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 #include "stress_common.h"
 
+#include <sched.h>
+#include <semaphore.h>
+
 #include "internal.h" /* tw__rare_total, tw__check */
 
 #define TICK_NS  1000000ull
 #define FAR_NS   (3600ull * 1000000000ull)
+#define CANCEL_EVERY 8
 
 static tw_service *g_s;
-static tw_timer g_timer;
+static _Atomic tw_timer g_timer;
 static _Atomic uint64_t g_round;   /* the round the advancer is in (1, 2, ...) */
 static _Atomic uint64_t g_ran;     /* runs of the timer */
 static _Atomic uint64_t g_woke;    /* the round whose run woke the pusher */
 static _Atomic uint64_t g_pushed;  /* the round whose push is over */
 static _Atomic int g_push_rc;
+static _Atomic uint64_t g_cancelled; /* the round whose cancel is over */
+static _Atomic int g_cancel_rc;
+static sem_t g_cancel_round;         /* posted before a round with a cancel */
 static _Atomic bool g_quit;
 
 static void on_run(tw_timer t, void *arg)
 {
     (void)arg;
-    if (t != g_timer)
-        st_fail("callback got handle %" PRIx64 ", armed %" PRIx64, t, g_timer);
+    if (t != atomic_load(&g_timer))
+        st_fail("callback got handle %" PRIx64 ", armed %" PRIx64, t, atomic_load(&g_timer));
     atomic_fetch_add(&g_ran, 1);
     atomic_store(&g_woke, atomic_load(&g_round));
+}
+
+/* Three threads wait on two cores: spin a while, then let the others run. */
+static void spin_wait(unsigned *spins)
+{
+    if (++*spins % 256 == 0)
+        sched_yield();
+}
+
+/* Wait for the next round's run; false when the run is over. */
+static bool wait_for_run(uint64_t done, uint64_t *woke)
+{
+    for (unsigned spins = 0; (*woke = atomic_load(&g_woke)) == done; spin_wait(&spins))
+        if (atomic_load(&g_quit))
+            return false;
+    return true;
+}
+
+/* Land anywhere from inside the callback's end to after the re-arm: the
+ * lease window is a few dozen instructions. */
+static void pause_a_little(st_rng *rng)
+{
+    for (uint64_t k = st_below(rng, 96); k > 0; k--)
+        atomic_signal_fence(memory_order_seq_cst);
 }
 
 static void *pusher(void *arg)
 {
     st_rng *rng = arg;
-    for (uint64_t done = 0;;) {
-        uint64_t woke;
-        while ((woke = atomic_load(&g_woke)) == done)
-            if (atomic_load(&g_quit))
-                return NULL;
-        /* Land anywhere from inside the callback's end to after the
-         * re-arm: the lease window is a few dozen instructions. */
-        for (uint64_t k = st_below(rng, 96); k > 0; k--)
-            atomic_signal_fence(memory_order_seq_cst);
-        atomic_store(&g_push_rc, tw_reschedule(g_s, g_timer, FAR_NS));
+    for (uint64_t done = 0, woke; wait_for_run(done, &woke); done = woke) {
+        pause_a_little(rng);
+        atomic_store(&g_push_rc, tw_reschedule(g_s, atomic_load(&g_timer), FAR_NS));
         atomic_store(&g_pushed, woke);
-        done = woke;
     }
+    return NULL;
+}
+
+/* Asleep between its rounds, so that the other rounds have the two cores
+ * to the advancer and the pusher. */
+static void *canceller(void *arg)
+{
+    st_rng *rng = arg;
+    for (uint64_t woke;;) {
+        while (sem_wait(&g_cancel_round) != 0) {
+        }
+        if (atomic_load(&g_quit) || !wait_for_run(atomic_load(&g_round) - 1, &woke))
+            return NULL;
+        pause_a_little(rng);
+        atomic_store(&g_cancel_rc, tw_cancel(g_s, atomic_load(&g_timer)));
+        atomic_store(&g_cancelled, woke);
+    }
+    return NULL;
 }
 
 static void advance_or_fail(uint64_t now)
@@ -87,47 +132,72 @@ int main(int argc, char **argv)
     cfg.tick_ns = TICK_NS;
     if (tw_create(&cfg, &g_s) != TW_OK)
         return 2;
-    if (tw_schedule_every(g_s, 0, TICK_NS, on_run, NULL, &g_timer) != TW_OK)
+    tw_timer first;
+    if (tw_schedule_every(g_s, 0, TICK_NS, on_run, NULL, &first) != TW_OK)
         return 2;
-    st_rng rng;
-    st_rng_seed(&rng, seed, 0);
-    pthread_t th;
-    if (pthread_create(&th, NULL, pusher, &rng) != 0)
+    atomic_store(&g_timer, first);
+    if (sem_init(&g_cancel_round, 0, 0) != 0)
         return 2;
+    st_rng rng[2];
+    st_rng_seed(&rng[0], seed, 0);
+    st_rng_seed(&rng[1], seed, 1);
+    pthread_t th[2];
+    if (pthread_create(&th[0], NULL, pusher, &rng[0]) != 0 ||
+        pthread_create(&th[1], NULL, canceller, &rng[1]) != 0)
+        return 2;
+    uint64_t cancels = 0, push_enoent = 0;
 
     uint64_t now = 0, rounds = 0, end = st_mono_ns() + (uint64_t)(seconds * 1e9);
     for (uint64_t r = 1; r <= iterations && st_mono_ns() < end && st_failed() == 0; r++) {
         atomic_store(&g_round, r);
+        bool cancelled = r % CANCEL_EVERY == 0;
+        if (cancelled)
+            sem_post(&g_cancel_round);
         uint64_t ran = atomic_load(&g_ran);
         now += TICK_NS;
         advance_or_fail(now); /* runs the timer; the push races its end */
         if (atomic_load(&g_ran) != ran + 1)
             st_fail("round %" PRIu64 ": the timer ran %" PRIu64 " times, not once", r,
                     atomic_load(&g_ran) - ran);
-        while (atomic_load(&g_pushed) != r)
-            if (st_failed())
-                break;
+        for (unsigned spins = 0; atomic_load(&g_pushed) != r && !st_failed();)
+            spin_wait(&spins);
+        for (unsigned spins = 0; cancelled && atomic_load(&g_cancelled) != r && !st_failed();)
+            spin_wait(&spins);
         int rc = atomic_load(&g_push_rc);
-        if (rc != TW_OK)
+        if (rc != TW_OK && !(cancelled && rc == TW_ENOENT))
             st_fail("round %" PRIu64 ": tw_reschedule: %s", r, tw_strerror(rc));
+        push_enoent += rc == TW_ENOENT;
+        if (cancelled && (rc = atomic_load(&g_cancel_rc)) != TW_OK)
+            st_fail("round %" PRIu64 ": tw_cancel: %s", r, tw_strerror(rc));
         now += 2 * TICK_NS;
         advance_or_fail(now);
         if (atomic_load(&g_ran) != ran + 1)
-            st_fail("round %" PRIu64 ": pushed an hour back (TW_OK), ran again at the next"
-                    " tick", r);
-        rc = tw_reschedule(g_s, g_timer, 0); /* back to the next tick */
+            st_fail("round %" PRIu64 ": %s, ran again at the next tick", r,
+                    cancelled ? "cancelled (TW_OK)" : "pushed an hour back (TW_OK)");
+        if (cancelled) { /* a new timer for the next round */
+            tw_timer h;
+            rc = tw_schedule_every(g_s, 0, TICK_NS, on_run, NULL, &h);
+            atomic_store(&g_timer, h);
+            cancels++;
+        } else {
+            rc = tw_reschedule(g_s, atomic_load(&g_timer), 0); /* back to the next tick */
+        }
         if (rc != TW_OK)
-            st_fail("round %" PRIu64 ": bringing it back: %s", r, tw_strerror(rc));
+            st_fail("round %" PRIu64 ": arming the next run: %s", r, tw_strerror(rc));
         rounds = r;
     }
     atomic_store(&g_quit, true);
-    pthread_join(th, NULL);
+    sem_post(&g_cancel_round);
+    pthread_join(th[0], NULL);
+    pthread_join(th[1], NULL);
+    sem_destroy(&g_cancel_round);
 
     char why[256];
     if (tw__check(g_s, why, sizeof why) != 0)
         st_fail("invariants: %s", why);
     uint64_t handed = tw__rare_total(g_s, TW_RARE_HANDED_OVER);
-    printf("rounds %" PRIu64 ", pushes handed to the re-arm %" PRIu64 "\n", rounds, handed);
+    printf("rounds %" PRIu64 ", pushes handed to the re-arm %" PRIu64 ", cancels %" PRIu64
+           " (pushes then ENOENT %" PRIu64 ")\n", rounds, handed, cancels, push_enoent);
     if (handed == 0 && require)
         st_fail("no push landed on the re-arm's lease");
     tw_destroy(g_s);
