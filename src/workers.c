@@ -294,41 +294,6 @@ static void batch_give_back(tw_pool *p, tw_batch *b)
     cds_wfcq_enqueue(&p->spare_head, &p->spare_tail, &b->node);
 }
 
-static void run_here(tw_service *s, const uint64_t *pairs, size_t n);
-
-void tw__deliver(tw_service *s)
-{
-    tw_vec *due = &s->wheel.due;
-    size_t n = due->n / 2;
-    if (s->pool.nthreads == 0) {
-        run_inline(s, due->v, n);
-        due->n = 0;
-        return;
-    }
-    /* Batches small enough that every worker gets several (a slow callback
-     * then holds up only its few batch-mates), large enough that a burst of
-     * a million moves in 256s. */
-    size_t per = (n + 4 * (size_t)s->pool.nthreads - 1) / (4 * (size_t)s->pool.nthreads);
-    if (per < TW_BATCH_MIN)
-        per = TW_BATCH_MIN;
-    if (per > TW_BATCH)
-        per = TW_BATCH;
-    for (size_t i = 0; i < n;) {
-        tw_batch *b = batch_get(&s->pool);
-        size_t take = n - i < per ? n - i : per;
-        if (!b) {
-            run_here(s, due->v + 2 * i, take); /* never lose a due timer */
-        } else {
-            b->n = (uint32_t)take;
-            for (size_t k = 0; k < take; k++)
-                b->h[k] = due->v[2 * (i + k) + 1];
-            pool_enqueue(s, b);
-        }
-        i += take;
-    }
-    due->n = 0;
-}
-
 static tw_batch *pool_take(tw_pool *p)
 {
     struct cds_wfcq_node *node = cds_wfcq_dequeue_blocking(&p->head, &p->tail);
@@ -417,6 +382,39 @@ static void run_here(tw_service *s, const uint64_t *pairs, size_t n)
     for (size_t k = 0; k < n; k++)
         h[k] = pairs[2 * k + 1];
     run_handles(s, h, (uint32_t)n);
+}
+
+void tw__deliver(tw_service *s)
+{
+    tw_vec *due = &s->wheel.due;
+    size_t n = due->n / 2;
+    if (s->pool.nthreads == 0) {
+        run_inline(s, due->v, n);
+        due->n = 0;
+        return;
+    }
+    /* Batches small enough that every worker gets several (a slow callback
+     * then holds up only its few batch-mates), large enough that a burst of
+     * a million moves in 256s. */
+    size_t per = (n + 4 * (size_t)s->pool.nthreads - 1) / (4 * (size_t)s->pool.nthreads);
+    if (per < TW_BATCH_MIN)
+        per = TW_BATCH_MIN;
+    if (per > TW_BATCH)
+        per = TW_BATCH;
+    for (size_t i = 0; i < n;) {
+        tw_batch *b = batch_get(&s->pool);
+        size_t take = n - i < per ? n - i : per;
+        if (!b) {
+            run_here(s, due->v + 2 * i, take); /* never lose a due timer */
+        } else {
+            b->n = (uint32_t)take;
+            for (size_t k = 0; k < take; k++)
+                b->h[k] = due->v[2 * (i + k) + 1];
+            pool_enqueue(s, b);
+        }
+        i += take;
+    }
+    due->n = 0;
 }
 
 static void *worker_main(void *arg)

@@ -30,13 +30,6 @@ static size_t scaled(size_t n)
     return m < 10 ? 10 : m;
 }
 
-static void sleep_ns(uint64_t ns)
-{
-    struct timespec ts = {(time_t)(ns / T_S), (long)(ns % T_S)};
-    while (nanosleep(&ts, &ts) != 0) {
-    }
-}
-
 static uint64_t mono_ns(void)
 {
     struct timespec ts;
@@ -194,7 +187,7 @@ static void slow_fire(tw_timer t, void *arg)
     (void)t;
     slow_timer *x = arg;
     atomic_fetch_add(&x->fired, 1);
-    sleep_ns(SLOW_NS);
+    t_sleep_ns(SLOW_NS);
 }
 
 static void slow_drop(tw_timer t, void *arg)
@@ -231,7 +224,7 @@ static void saturated_worker(void **state)
             break;
         if (mono_ns() > limit)
             fail_msg("only %" PRIu64 " of %d slow timers fired in 20 s", st.fired, FIRST);
-        sleep_ns(5 * T_MS);
+        t_sleep_ns(5 * T_MS);
     }
     if (st.max_lateness_ns <= 100 * T_MS)
         fail_msg("max_lateness_ns %" PRIu64 " <= 100 ms with a saturated worker",
@@ -241,7 +234,7 @@ static void saturated_worker(void **state)
     /* the last callback may still run; arm 100 more, due at once */
     for (int i = FIRST; i < FIRST + MORE; i++)
         ASSERT_RC(tw_schedule(s, 0, slow_fire, &v[i], NULL), TW_OK);
-    sleep_ns(50 * T_MS); /* a few start, most wait for the worker */
+    t_sleep_ns(50 * T_MS); /* a few start, most wait for the worker */
     ASSERT_RC(tw_stop(s, slow_drop), TW_OK);
     CHECK(s);
     int fired = 0, dropped = 0;
@@ -344,7 +337,7 @@ static void stop_under_full_load(void **state)
         assert_int_equal(pthread_create(&p[k].th, NULL, produce, &p[k]), 0);
     }
     atomic_store(&g_go, 1);
-    sleep_ns(150 * T_MS);
+    t_sleep_ns(150 * T_MS);
     ASSERT_RC(tw_stop(s, load_drop), TW_OK);
     for (int k = 0; k < PRODUCERS; k++)
         assert_int_equal(pthread_join(p[k].th, NULL), 0);

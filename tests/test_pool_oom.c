@@ -7,10 +7,7 @@
  * size is refused. */
 #include "tw_test.h"
 
-#include "internal.h"
-
 #include <stdatomic.h>
-#include <time.h>
 
 void *__real_malloc(size_t n);
 void *__wrap_malloc(size_t n);
@@ -43,13 +40,6 @@ static void note_run(tw_timer t, void *arg)
     atomic_fetch_add(&p->runs, 1);
 }
 
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0) {
-    }
-}
-
 enum { N = 300 };
 static probe g_probe[N];
 
@@ -75,7 +65,7 @@ static void due_timers_run_without_batch_memory(void **state)
         t_stats(s, &st);
         if (st.fired >= N)
             break;
-        sleep_ms(1);
+        t_sleep_ns(T_MS);
     }
     atomic_store(&g_fail_batches, false);
     assert_true(atomic_load(&g_refused) > 0); /* the path under test was taken */

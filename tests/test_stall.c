@@ -10,12 +10,9 @@
  * thread's advance. On one CPU it is never called: the test is skipped. */
 #include "tw_test.h"
 
-#include "internal.h" /* tw__rare_total */
-
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
-#include <time.h>
 
 static _Thread_local bool t_gated;
 static atomic_bool g_entered, g_open;

@@ -1,8 +1,10 @@
 /*
  * tw_test.h: what the unit tests share.
  *
- * Every test runs a MANUAL-clock service on the test's own thread, so time
- * is an input and nothing sleeps. After every step a test calls CHECK(s)
+ * Tests run a MANUAL-clock service on the test's own thread, so time is an
+ * input and nothing sleeps; the few that need the service's threads
+ * (MONOTONIC: test_overload, test_pool_oom, test_config's thread names)
+ * wait for them with t_sleep_ns. After every step a test calls CHECK(s)
  * (the internal invariant checker tw__check, on a quiescent service).
  *
  * Callbacks run inside tw_advance: a cmocka assertion there would longjmp
@@ -23,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "timerwheel.h"
 #include "internal.h"
@@ -30,6 +33,14 @@
 #define T_US 1000ull
 #define T_MS 1000000ull
 #define T_S  1000000000ull
+
+/* Real time, for the tests that run the service's threads. */
+static inline void t_sleep_ns(uint64_t ns)
+{
+    struct timespec ts = {(time_t)(ns / T_S), (long)(ns % T_S)};
+    while (nanosleep(&ts, &ts) != 0) {
+    }
+}
 
 /* ---- failures found inside callbacks --------------------------------- */
 
