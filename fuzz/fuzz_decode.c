@@ -283,8 +283,10 @@ static void on_fire(tw_timer h, void *arg)
     v->fired++;
     x->running = true;
     x->moved_in_cb = false;
-    if (!x->periodic)
+    if (!x->periodic) {
         x->state = ST_FIRED;
+        v->in_use--; /* max_timers counts pending timers: not one that started */
+    }
     bool was_in_cb = v->in_callback;
     v->in_callback = true;
     char what[96];
@@ -341,13 +343,16 @@ static void on_fire(tw_timer h, void *arg)
         if (x->state == ST_PENDING) {
             if (x->moved_in_cb) {
                 x->exact = true;
+            } else if (x->exact) {
+                /* The documented rule (MANUAL): the next grid point whose
+                 * tick this advance has not processed yet. */
+                uint64_t d = x->next_min, p = x->period, passed = now / v->tick * v->tick;
+                x->next_min = d + p > passed ? sat_add(d, p)
+                                             : sat_add(d, ((passed - d) / p + 1) * p);
             } else {
                 x->next_min = sat_add(x->next_min, x->period);
-                x->exact = false;
             }
         }
-    } else {
-        v->in_use--; /* a one-shot is in use until its callback returned */
     }
 }
 

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Build timerwheel in four configurations and run its tests:
 #
-#   gcc    gcc,   -Werror, RelWithDebInfo                    unit tests
+#   gcc    gcc,   -Werror, RelWithDebInfo                    unit tests, the soak
 #   clang  clang, -Werror, Debug                             unit tests
-#   tsan   clang, -Werror, ThreadSanitizer, RelWithDebInfo   stress + unit tests
-#   asan   gcc,   -Werror, ASan + UBSan, Debug               unit + stress tests
+#   tsan   clang, -Werror, ThreadSanitizer, RelWithDebInfo   stress + unit tests, soak
+#   asan   gcc,   -Werror, ASan + UBSan, Debug               unit + stress tests, soak
 #   ship   the install in a temporary prefix (reuses build/gcc, or configures
 #          it): scripts/test-consumer.sh (find_package, pkg-config, exported
 #          symbols, the header as C++) and scripts/test-manpages.sh
@@ -18,7 +18,9 @@
 #   scripts/test.sh              all four
 #   scripts/test.sh tsan asan    only those
 # Environment: TW_STRESS_SECONDS (duration of each stress test; default 3
-# when CI=true, else 5), TW_JOBS (build parallelism, default 2).
+# when CI=true, else 5), TW_SOAK_SECONDS (the soak, stress/soak.c: default
+# 60 in the gcc configuration, 10 under the sanitizers), TW_JOBS (build
+# parallelism, default 2).
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -49,9 +51,18 @@ ctest_label() {
               --no-tests=error --timeout 600 "$@"
 }
 
+# soak <name> <default seconds>: stress/soak.c, alone (it measures RSS)
+soak() {
+    local secs="${TW_SOAK_SECONDS:-$2}"
+    run "ctest -L soak (TW_SOAK_SECONDS=$secs)" \
+        env TW_SOAK_SECONDS="$secs" "${tsan_wrap[@]}" ctest --test-dir "build/$1" -L soak \
+            --output-on-failure --no-tests=error --timeout 600
+}
+
 config_gcc() {
     configure_build gcc gcc RelWithDebInfo -DTW_WERROR=ON
     ctest_label gcc unit -j "$jobs"
+    soak gcc 60
 }
 
 config_clang() {
@@ -76,6 +87,8 @@ config_tsan() {
     run "ctest -L unit" \
         "${tsan_wrap[@]}" ctest --test-dir build/tsan -L unit --output-on-failure \
               --no-tests=error --timeout 600 -j "$jobs"
+    soak tsan 10
+    tsan_wrap=()
     unset TSAN_OPTIONS TW_MODEL_OPS
 }
 
@@ -86,6 +99,7 @@ config_asan() {
     configure_build asan gcc Debug -DTW_WERROR=ON -DTW_SANITIZE=address,undefined -DTW_BUILD_STRESS=ON
     ctest_label asan unit -j "$jobs"
     ctest_label asan stress
+    soak asan 10
     unset ASAN_OPTIONS UBSAN_OPTIONS TW_MODEL_OPS
 }
 

@@ -145,7 +145,12 @@ static void *cursor_main(void *arg)
             tw__deliver(s);
             continue;
         }
-        cursor_sleep(s, cur);
+        /* Caught up: compaction's turn (wheel.c). While it has more to do,
+         * sleep one tick, not until the next occupied slot. */
+        if (tw__wheel_maintain(s))
+            tw__clock_sleep_until(tick_start(s, cur + 1));
+        else
+            cursor_sleep(s, cur);
     }
     return NULL;
 }

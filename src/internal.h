@@ -116,9 +116,24 @@ static inline uint64_t tw__with_st(uint64_t w, uint32_t st)
     return (w & ~(uint64_t)TW_ST_MASK) | st;
 }
 
-/* 32 bytes: a pending one-shot timer costs a record and an 8-byte slot
+/* 40 bytes: a pending one-shot timer costs a record and an 8-byte slot
  * entry. A periodic timer's period lives in a side array (tw__periodic),
- * made only for chunks that hold one. */
+ * made only for chunks that hold one.
+ *
+ * seq numbers the record's placements that supersede the one before: a
+ * lease holder that places the timer (a move earlier, a take-back, a
+ * periodic re-arm) bumps it before its release, and every slot entry
+ * carries the tag gen + seq of the placement that wrote it (tw__tag). The
+ * drain re-places only an entry whose tag is the record's current one, so
+ * an entry left behind by a timer moved earlier is dropped when its slot
+ * comes round, never copied (issue 12: a timer moved earlier and later on
+ * every tick otherwise gained an entry per round trip, and every copy was
+ * re-placed until the timer ended). seq is never reset: gen and seq only
+ * grow, so a tag repeats only after 2^31 frees and moves of one record.
+ * Why a word of its own, not bits of the state word: the state word has
+ * none to spare (a 32-bit generation, a 24-bit version against ABA, the
+ * flags), and a tag of a few bits repeats after a few hundred moves, which
+ * a peer choosing the pattern can time. */
 typedef struct tw_record {
     _Atomic uint64_t state;    /* see above; changes by CAS only (or by its owner) */
     _Atomic uint64_t deadline; /* live: ns since the service's origin, written by
@@ -129,8 +144,10 @@ typedef struct tw_record {
                                   PENDING, read by owners only */
     _Atomic(void *) arg;       /* as cb; atomic for the stop sweep, which reads
                                   it before its CAS decides (service.c) */
+    _Atomic uint32_t seq;      /* placement sequence; written by lease holders only */
+    uint32_t unused;
 } tw_record;
-_Static_assert(sizeof(tw_record) == 32, "a record is 32 bytes");
+_Static_assert(sizeof(tw_record) == 40, "a record is 40 bytes");
 
 #define TW_REC_CHUNK0_SHIFT 10            /* chunk j holds 1024 << j records */
 #define TW_REC_CHUNKS       22            /* 1024 * (2^22 - 1) >= 2^31 records */
@@ -158,12 +175,12 @@ typedef struct tw_records {
     _Atomic(struct tw_periodic *) periodic[TW_REC_CHUNKS]; /* per chunk, on demand */
     _Atomic uint64_t free_head TW_ALIGNED; /* tag (32) | index + 1 (32) */
     _Atomic uint32_t next_unused TW_ALIGNED; /* never-used indexes start here */
-    uint32_t limit;                       /* max records (max_timers or TW_REC_MAX) */
+    uint32_t limit;                       /* max records (TW_REC_MAX) */
     uint32_t gen_base;                    /* first generation of every record */
     tw_magazine mag[TW_OWNED_STRIPES];    /* one per owned stripe (its owner only) */
 } tw_records;
 
-int  tw__records_init(tw_records *r, uint64_t max_timers);
+int  tw__records_init(tw_records *r);
 void tw__records_fini(tw_records *r);
 /* The record at idx, or NULL if its chunk was never allocated. Inline:
  * it is on every path. Chunk j covers [1024 (2^j - 1), 1024 (2^(j+1) - 1)). */
@@ -214,16 +231,32 @@ int tw__lease_publish(tw_service *s, tw_record *rec, uint32_t idx, bool place,
 
 /* ---- slots.c ----------------------------------------------------------- */
 
-/* A slot entry: VALUE (bit 63 set): gen tag (31) | record index (32);
- * EMPTY(e) (bit 63 clear): free for producers of epochs <= e. */
+/* A slot entry: VALUE (bit 63 set): tag (31) | record index (32);
+ * EMPTY(e) (bit 63 clear): free for producers of epochs <= e. The tag names
+ * the placement that wrote the entry: the record's generation plus its
+ * placement sequence (tw_record.seq), 31 bits of their sum. */
 #define TW_ENTRY_VALUE (1ull << 63)
-static inline uint64_t tw__entry(uint32_t gen, uint32_t idx)
+#define TW_TAG_MASK    0x7fffffffu
+static inline uint32_t tw__tag(uint32_t gen, uint32_t seq)
 {
-    return TW_ENTRY_VALUE | ((uint64_t)(gen & 0x7fffffffu) << 32) | idx;
+    return (gen + seq) & TW_TAG_MASK;
 }
-static inline bool tw__entry_matches(uint64_t entry, uint32_t gen)
+static inline uint64_t tw__entry(uint32_t tag, uint32_t idx)
 {
-    return ((entry >> 32) & 0x7fffffffu) == (gen & 0x7fffffffu);
+    return TW_ENTRY_VALUE | ((uint64_t)(tag & TW_TAG_MASK) << 32) | idx;
+}
+static inline uint32_t tw__entry_tag(uint64_t entry)
+{
+    return (uint32_t)(entry >> 32) & TW_TAG_MASK;
+}
+/* The record's current tag: state word st (its generation) and seq read
+ * after it (acquire on st orders the read: a lease release publishes a
+ * bumped seq together with the new state). */
+static inline uint32_t tw__rec_tag(const tw_record *rec, uint64_t st)
+{
+    /* Relaxed: see above. */
+    return tw__tag((uint32_t)(st >> 32),
+                   atomic_load_explicit(&((tw_record *)rec)->seq, memory_order_relaxed));
 }
 
 /* ---- arena.c ----------------------------------------------------------- */
@@ -246,50 +279,59 @@ void  tw__advise_huge_pages(void *p, size_t bytes);
 
 #define TW_SLOT_SEGS 28 /* the fixed array, then 27 doubling overflow segments
                            (64 << 26 >= 2^32 positions) */
-#define TW_SLOT_NEAR 4  /* overflow segments 1..4 (64 to 512 entries): their
-                           pointers live in the slot's own line */
+#define TW_SLOT_NEAR 4  /* segments 0..3 (the fixed array, then 64 to 256
+                           entries): their pointers live in the slot's own line */
 
+/* A slot's header, one cache line (slots.c has the protocol). */
 typedef struct tw_slot {
-    _Atomic uint64_t word;              /* rot (31) | closed (1) | count (32) */
-    _Atomic uint64_t *base;             /* segment 0: cap entries, set at create */
-    tw_arena *arena;                    /* the wheel's, for small segments */
+    _Atomic uint64_t word;   /* seq (31) | closed (1) | count (32) */
+    _Atomic uint64_t seq;    /* the round's number (drains + compactions);
+                                written by the drainer before it reopens */
+    _Atomic uint64_t epoch;  /* the tick the round collects for (wheel slots);
+                                written by the drainer before it reopens */
     _Atomic(struct tw_overflow *) ovf;  /* segments past TW_SLOT_NEAR, made on
                                            first use */
-    _Atomic(_Atomic uint64_t *) near[TW_SLOT_NEAR]; /* segments 1 .. TW_SLOT_NEAR */
+    _Atomic(_Atomic uint64_t *) near[TW_SLOT_NEAR]; /* segments 0 .. 3, made on
+                                           first use */
 } TW_ALIGNED tw_slot;
 _Static_assert(sizeof(tw_slot) == TW_CACHELINE, "a slot's header is one line");
 
 typedef struct tw_overflow {
-    _Atomic(_Atomic uint64_t *) seg[TW_SLOT_SEGS - 1 - TW_SLOT_NEAR]; /* segment
-                                           TW_SLOT_NEAR + 1 + k at seg[k] */
+    _Atomic(_Atomic uint64_t *) seg[TW_SLOT_SEGS - TW_SLOT_NEAR]; /* segment
+                                           TW_SLOT_NEAR + k at seg[k] */
 } tw_overflow;
 
 #define TW_SLOT_COUNT_MASK 0xffffffffull
 #define TW_SLOT_CLOSED     (1ull << 32)
-#define TW_SLOT_ROT_SHIFT  33
-#define TW_SLOT_ROT_MASK   0x7fffffffull
+#define TW_SLOT_SEQ_SHIFT  33
+#define TW_SLOT_SEQ_MASK   0x7fffffffu
+/* A producer that finds this many rounds passed between its first look at
+ * a slot and its reservation drops the reservation (slots.c). Lowered in
+ * the injected-interleaving build, so that the stress runs take the path. */
+#ifdef TW_INJECT_YIELDS
+#define TW_SLOT_RAN_AWAY_ROUNDS 4ull
+#else
+#define TW_SLOT_RAN_AWAY_ROUNDS (1ull << 30)
+#endif
 
-enum { TW_SLOT_OK = 0, TW_SLOT_NEWER = 1, TW_SLOT_CLOSED_NOW = 2 };
+enum { TW_SLOT_OK = 0, TW_SLOT_NEWER = 1, TW_SLOT_CLOSED_NOW = 2, TW_SLOT_RAN_AWAY = 3 };
 
-static inline uint32_t tw__slot_rot(uint64_t w)
-{
-    return (uint32_t)((w >> TW_SLOT_ROT_SHIFT) & TW_SLOT_ROT_MASK);
-}
-/* Reserve a position for rotation `rot` (or an older, still open one:
- * *behind gets how many rotations older). TW_SLOT_OK, TW_SLOT_NEWER,
- * TW_SLOT_CLOSED_NOW, or TW_ENOMEM (overflow segment). */
-int  tw__slot_reserve(tw_slot *sl, uint32_t cap, uint32_t rot, uint32_t *pos,
-                      uint32_t *behind);
-/* Reserve in whatever round is open (late slots): *rot gets it. */
-int  tw__slot_reserve_any(tw_slot *sl, uint32_t cap, uint32_t *pos, uint32_t *rot);
-/* Publish `value` at a reserved position for epoch `epoch`; false if the
+/* Reserve a position in a wheel slot for epoch `epoch` (or an older round
+ * still open: *round_epoch gets the round's epoch, *round its number, the
+ * key to publish with). TW_SLOT_OK; TW_SLOT_NEWER (the slot is past
+ * `epoch`: re-read the cursor); TW_SLOT_CLOSED_NOW (being drained: go to a
+ * late slot); TW_SLOT_RAN_AWAY (the producer stalled across 2^30 rounds:
+ * the position is left unpublished, place again); TW_ENOMEM. `a` is the
+ * arena the slot's small segments come from. */
+int  tw__slot_reserve(tw_slot *sl, tw_arena *a, uint32_t cap, uint64_t epoch,
+                      uint32_t *pos, uint64_t *round, uint64_t *round_epoch);
+/* Reserve in whatever round is open (late slots). */
+int  tw__slot_reserve_any(tw_slot *sl, tw_arena *a, uint32_t cap, uint32_t *pos,
+                          uint64_t *round);
+/* Publish `value` at a position reserved in round `round`; false if the
  * drainer tombstoned it first (then place the timer again). */
-bool tw__slot_publish(tw_slot *sl, uint32_t cap, uint32_t pos, uint64_t epoch,
+bool tw__slot_publish(tw_slot *sl, uint32_t cap, uint32_t pos, uint64_t round,
                       uint64_t value);
-/* Drainer: close the slot (it must be at rotation `rot`), move every
- * published entry into out (via tw__vec_push), tombstone the rest with
- * EMPTY(next_epoch), and reopen at rotation next_rot. Returns the number of
- * positions that had been reserved. */
 typedef struct tw_vec {
     uint64_t *v;
     size_t n, cap;
@@ -297,14 +339,21 @@ typedef struct tw_vec {
 void tw__vec_push(tw_vec *vec, uint64_t x);
 void tw__vec_reserve(tw_vec *vec, size_t n); /* aborts on OOM (drainer) */
 void tw__vec_free(tw_vec *vec);
-uint32_t tw__slot_drain(tw_slot *sl, uint32_t cap, uint64_t next_epoch,
-                        uint32_t next_rot, tw_vec *out);
-/* Drainer: the same for a late slot (any round; the round moves on only
- * if something was reserved in it). */
+/* Drainer: close the slot, move every published entry into out (via
+ * tw__vec_push), tombstone every position, and open the next round, for
+ * next_epoch. Returns the number of positions that had been reserved. */
+uint32_t tw__slot_drain(tw_slot *sl, uint32_t cap, uint64_t next_epoch, tw_vec *out);
+/* Drainer: the same, early, reopening for the same epoch (compaction:
+ * the caller places the live entries again). */
+uint32_t tw__slot_compact(tw_slot *sl, uint32_t cap, tw_vec *out);
+/* Drainer: the same for a late slot (a new round only if something was
+ * reserved in this one). */
 uint32_t tw__slot_drain_late(tw_slot *sl, uint32_t cap, tw_vec *out);
 _Atomic uint64_t *tw__slot_entry(tw_slot *sl, uint32_t cap, uint32_t pos);
-/* A slot open at `word`, with `base` for its fixed array (create). */
-void tw__slot_init(tw_slot *sl, uint64_t word, _Atomic uint64_t *base, tw_arena *arena);
+/* True if position pos is the first of an overflow segment. */
+bool tw__slot_segment_start(uint32_t cap, uint32_t pos);
+/* A slot collecting for `epoch` (create). */
+void tw__slot_init(tw_slot *sl, uint64_t epoch);
 void tw__slot_fini(tw_slot *sl, uint32_t cap);
 
 /* ---- wheel.c ----------------------------------------------------------- */
@@ -327,8 +376,8 @@ typedef struct tw_wheel {
     uint32_t cap;            /* slot_capacity */
     uint8_t level_of_log2[64]; /* level_for: the level for distances in [2^i, 2^(i+1)) */
     tw_slot *slot;           /* lanes * levels * nslots */
-    _Atomic uint64_t *entries; /* every slot's segment 0, one allocation */
     _Atomic uint64_t *occ;   /* occupancy: levels * occ_words bits */
+    _Atomic uint64_t *grew;  /* slots that grew a new segment (compaction) */
     uint32_t occ_words;      /* 64-bit words per level */
     tw_arena arena[TW_MAX_LANES]; /* small overflow segments, one arena per lane */
     tw_slot late[2];         /* always-open refuges for placements whose target
@@ -337,6 +386,12 @@ typedef struct tw_wheel {
                                         processing has started */
     _Atomic uint64_t overflowed; /* beyond-capacity placements of drained slots */
     /* Drainer-private (the cursor thread, or the tw_advance caller). */
+    uint64_t removed;        /* positions drained or compacted, ever */
+    uint64_t compacted;      /* positions compacted, ever */
+    uint64_t fixed_capacity; /* slots * slot_capacity */
+    uint64_t compact_slack;  /* entries compaction allows beyond twice the
+                                pending timers: 2 a slot, at most fixed_capacity */
+    size_t compact_at;       /* the next slot compaction looks at */
     tw_vec taken;            /* entries taken out of slots in this step */
     tw_vec due;              /* (key, handle) pairs claimed in this step */
     tw_vec spare;            /* order_due's scratch, swapped with due */
@@ -345,12 +400,12 @@ typedef struct tw_wheel {
 
 int  tw__wheel_init(tw_wheel *w, uint32_t nslots, uint32_t cap);
 void tw__wheel_fini(tw_wheel *w);
-/* Place timer (gen, idx) due at tick `tick` (any thread). 0 or TW_ENOMEM.
- */
-int  tw__place(tw_service *s, uint32_t gen, uint32_t idx, uint64_t tick);
+/* Place the slot entry `entry` (tw__entry: tag and record index) for tick
+ * `tick` (any thread). 0 or TW_ENOMEM. */
+int  tw__place(tw_service *s, uint64_t entry, uint64_t tick);
 /* The same for the library's own placements (cascade, re-arm, moves),
  * which cannot hand an error to anyone: out of memory there aborts. */
-void tw__place_internal(tw_service *s, uint32_t gen, uint32_t idx, uint64_t tick);
+void tw__place_internal(tw_service *s, uint64_t entry, uint64_t tick);
 /* The cursor step: process every tick in (cur, target]; claimed timers end
  * in w->due as (key, handle) pairs, earliest first; the key is the deadline
  * with the MANUAL clock, the deadline in sixteenths of a tick otherwise.
@@ -358,8 +413,18 @@ void tw__place_internal(tw_service *s, uint32_t gen, uint32_t idx, uint64_t tick
 void tw__wheel_step(tw_service *s, uint64_t target);
 /* Placements that did not fit a slot's fixed array, drained or not. */
 uint64_t tw__wheel_overflowed(tw_service *s);
+/* Slot positions reserved and not yet drained, over every slot (late ones
+ * included): the wheel's entries, live or stale. Tests and bench/bothways
+ * assert and print it; O(slots), a snapshot when producers are busy. */
+uint64_t tw__wheel_entries(tw_service *s);
 /* The earliest tick after cur with work, or UINT64_MAX. Drainer only. */
 uint64_t tw__wheel_next_work(tw_service *s);
+/* After a step (drainer only): compact slots while the wheel holds more
+ * entries than twice the pending timers plus compact_slack. True if
+ * it is still over after this round (call again soon). */
+bool tw__wheel_maintain(tw_service *s);
+/* Entries the wheel holds, from the reservation counts (drainer only). */
+uint64_t tw__wheel_entries_estimate(tw_service *s);
 
 /* ---- clock.c ----------------------------------------------------------- */
 
@@ -372,11 +437,24 @@ static inline uint64_t tw__ceil_div(uint64_t a, uint64_t b) { return a / b + (a 
 
 #define TW_BATCH 256
 #define TW_BATCH_MIN 64 /* see tw__deliver */
+/* Due handles for one worker, which runs them from the front while idle
+ * workers may take them from the back (workers.c, stealing). */
 typedef struct tw_batch {
     struct cds_wfcq_node node;
-    uint32_t n;
-    tw_timer h[TW_BATCH];
+    _Atomic uint32_t lo;   /* owner: the next index it runs (stealers read it) */
+    _Atomic uint64_t take; /* gen (32) | hi (32): indexes < hi are left to run;
+                              stealers CAS hi down, the drainer stores a new gen
+                              when it fills the batch again */
+    _Atomic tw_timer h[TW_BATCH]; /* atomic: a stealer with a stale pointer may
+                              read while the drainer fills (relaxed) */
 } tw_batch;
+
+/* A worker thread's own line: the batch it is running, for stealers. */
+typedef struct tw_worker {
+    tw_service *s;
+    uint32_t idx;
+    _Atomic(tw_batch *) cur;
+} TW_ALIGNED tw_worker;
 
 typedef struct tw_pool {
     struct cds_wfcq_head head;   /* batches of due handles; workers dequeue */
@@ -388,8 +466,11 @@ typedef struct tw_pool {
     _Atomic bool quit;
     _Atomic int32_t quit_seq;    /* futex word: bumped when the pool quits
                                     (wakes workers waiting for a deadline) */
-    uint32_t nthreads;
+    uint32_t nthreads;           /* threads started (the creator and joiner's) */
+    uint32_t nworkers;           /* workers configured: written before the first
+                                    starts, read by stealers */
     pthread_t *threads;
+    tw_worker *worker;           /* nworkers of them */
 } tw_pool;
 
 /* Run one claimed timer: FIRING -> RUNNING -> callback -> end or re-arm.
@@ -425,7 +506,10 @@ typedef struct tw_stripe {
      * pending through exactly one of those. */
     _Atomic uint64_t armed, aborted, fired, periodic_runs, cancelled, rescheduled,
         dropped;
+    _Atomic uint64_t reserved; /* slot positions reserved (wheel.c, compaction) */
     _Atomic uint64_t max_lateness;
+    _Atomic int64_t budget;    /* idle units of max_timers (service.c, budgets);
+                                  atomic RMW: a sweeper may empty it */
     _Atomic uint64_t lateness[TW_LATENESS_BUCKETS];
     _Atomic uint64_t rare[TW_RARE_COUNT];
 } TW_ALIGNED tw_stripe;
@@ -452,6 +536,11 @@ struct tw_service {
     _Atomic uint64_t wake_tick TW_ALIGNED; /* cursor sleeps until this tick */
     _Atomic int32_t wake_seq;  /* futex word: bumped to wake the cursor */
     _Atomic bool cursor_quit;
+
+    /* max_timers: the pool of budget units (service.c, budgets). */
+    _Atomic int64_t budget_pool TW_ALIGNED;
+    _Atomic uint32_t budget_sweeping;
+    int64_t budget_block;      /* units a stripe takes from / gives to the pool */
 
     /* cancel_sync waiters: runners wake them after a run ends. */
     _Atomic uint32_t sync_waiters TW_ALIGNED;
@@ -485,6 +574,11 @@ static inline void tw__count_add(_Atomic uint64_t *c, uint64_t n)
 }
 #define TW_COUNT(s, field, n) tw__count_add(&tw__stripe(s)->field, (n))
 void tw__count_rare(tw_service *s, int which);
+uint64_t tw__pending(tw_service *s);        /* stats.pending, summed */
+/* A timer left pending (one-shot started, cancelled, dropped, undone):
+ * its unit of max_timers goes back (service.c, budgets). */
+void tw__budget_give(tw_service *s);
+uint64_t tw__reserved_total(tw_service *s); /* every stripe's `reserved` */
 void tw__note_lateness(tw_service *s, uint64_t late_ns);
 uint64_t tw__rare_total(tw_service *s, int which);
 const char *tw__rare_name(int which); /* for reports: "late_slot" */

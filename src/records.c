@@ -28,7 +28,7 @@
  *
  * Free list: each thread that owns a counter stripe (TW_OWNED_STRIPES at a
  * time, service.c) keeps up to TW_MAGAZINE
- * freed records to itself (only when max_timers is not set), so churn on one
+ * freed records to itself, so churn on one
  * thread does not touch shared memory (a full magazine hands half of
  * itself over as one chain, one CAS; an empty one takes never-used records
  * 16 at a time); beyond that, a Treiber stack over
@@ -42,7 +42,12 @@
  * meanwhile (its deadline word then holds a deadline): that read is atomic
  * and its value is discarded when the tag CAS fails.
  *
- * Limits: at most 2^31 - 1 records (TW_REC_MAX, or max_timers); a
+ * The table is not what max_timers caps: that counts pending timers
+ * (service.c, budgets), and a one-shot's record stays in use while its
+ * callback runs. Records in use are at most the pending timers plus the
+ * callbacks running plus the records the magazines keep.
+ *
+ * Limits: at most 2^31 - 1 records (TW_REC_MAX); a
  * generation is reused after 2^32 reuses of one record, and a stale handle
  * would have to be kept across exactly that many to be mistaken.
  */
@@ -78,7 +83,7 @@ static uint32_t next_gen_base(void)
     return base ? base : 1;
 }
 
-int tw__records_init(tw_records *r, uint64_t max_timers)
+int tw__records_init(tw_records *r)
 {
     r->gen_base = next_gen_base();
     for (int j = 0; j < TW_REC_CHUNKS; j++) {
@@ -87,8 +92,7 @@ int tw__records_init(tw_records *r, uint64_t max_timers)
     }
     atomic_init(&r->free_head, 0);
     atomic_init(&r->next_unused, 0);
-    r->limit = (max_timers == 0 || max_timers > TW_REC_MAX) ? TW_REC_MAX
-                                                            : (uint32_t)max_timers;
+    r->limit = TW_REC_MAX;
     return TW_OK;
 }
 
@@ -234,11 +238,13 @@ static bool pop_free(tw_records *r, uint32_t *idx, tw_record **out)
     }
 }
 
-/* This thread's magazine, if it has one: an owned stripe, and no
- * max_timers cap (cached records would hide from a capped allocator). */
+/* This thread's magazine, if it has one: an owned stripe. (It used to be
+ * off under max_timers, when the cap was the table's size: then every
+ * schedule and cancel met the one shared free list, 4x slower on two
+ * threads; the cap is a budget now, service.c.) */
 static tw_magazine *my_magazine(tw_records *r)
 {
-    if (!tw__stripe_owned || r->limit != TW_REC_MAX)
+    if (!tw__stripe_owned)
         return NULL;
     return &r->mag[tw__stripe_mine];
 }
@@ -346,16 +352,27 @@ void tw__rec_free(tw_records *r, uint32_t idx, uint64_t old_state)
  * The lease: how a deadline changes without a lock and without a stale
  * writer. Whoever moves a live timer's deadline (tw_reschedule, or a runner
  * re-arming a periodic timer) first sets TW_F_LEASE with a CAS that checks
- * the generation; only the lease holder writes `deadline`; releasing the
- * lease bumps the version, so a drainer that read the old deadline fails
- * its claim CAS instead of firing on a stale value. Others never wait for
- * a lease: the drain keeps an entry at the next tick, a cancel or a stop
- * marks the timer ZOMBIE (ended) and the holder frees it on release, a
- * second reschedule is overtaken (it is ordered just before the holder's).
+ * the generation; only the lease holder writes `deadline` and `seq`;
+ * releasing the lease bumps the version, so a drainer that read the old
+ * deadline fails its claim CAS instead of firing on a stale value. Others
+ * never wait for a lease: the drain keeps an entry at the next tick, a
+ * cancel or a stop marks the timer ZOMBIE (ended) and the holder frees it
+ * on release, a second reschedule is overtaken (it is ordered just before
+ * the holder's).
+ *
+ * A holder that places the timer (`place`) gives the placement a new tag
+ * first: it bumps seq before its release, so from the release on every
+ * entry written before is superseded and dropped when met (internal.h,
+ * tw_record), and then places the entry carrying the new tag. Between the
+ * two, a drain finds no current entry and drops what it meets: the
+ * placement is on its way (or the timer ended), and it is never later than
+ * the next tick the drain has not processed.
  */
 int tw__lease_publish(tw_service *s, tw_record *rec, uint32_t idx, bool place,
                       uint64_t tick)
 {
+    /* Relaxed: we hold the lease, and only lease holders write seq. */
+    uint32_t seq = atomic_load_explicit(&rec->seq, memory_order_relaxed);
     /* Acquire: see a ZOMBIE mark's writer (cancel/stop) before freeing. */
     uint64_t st = atomic_load_explicit(&rec->state, memory_order_acquire);
     for (;;) {
@@ -394,15 +411,20 @@ int tw__lease_publish(tw_service *s, tw_record *rec, uint32_t idx, bool place,
             tick = tw__tick_of(s, d);
             place = true;
         }
+        if (place) {
+            /* Relaxed: published by the release CAS below (the same value
+             * on every pass of this loop). */
+            atomic_store_explicit(&rec->seq, seq + 1, memory_order_relaxed);
+        }
         uint64_t open = tw__ver_bump(
             st & ~(uint64_t)(TW_F_LEASE | TW_F_DONE | TW_F_MOVED | TW_F_HANDED));
-        /* Release: publishes the deadline we wrote under the lease. */
+        /* Release: publishes the deadline (and seq) we wrote under the lease. */
         if (atomic_compare_exchange_weak_explicit(&rec->state, &st, open,
                                                   memory_order_release,
                                                   memory_order_acquire))
             break;
     }
     if (place)
-        tw__place_internal(s, tw__gen(st), idx, tick);
+        tw__place_internal(s, tw__entry(tw__tag(tw__gen(st), seq + 1), idx), tick);
     return TW_OK;
 }

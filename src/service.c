@@ -182,6 +182,137 @@ void tw__count_rare(tw_service *s, int which)
     tw__count_add(&tw__stripe(s)->rare[which], 1);
 }
 
+/* ---- max_timers: budgets of pending timers -------------------------------- */
+
+/*
+ * max_timers caps the pending timers (armed, not yet started, cancelled or
+ * dropped). Each of them holds one unit of budget from tw_schedule until it
+ * leaves pending: a one-shot when its callback starts (so that callback can
+ * arm a replacement), any timer when a cancel says TW_OK, when tw_stop drops
+ * it, or when its arming is undone.
+ *
+ * Units live in a service-wide pool and in the counter stripes (one per
+ * thread, service.c above): a schedule takes a unit from its own stripe, an
+ * uncontended RMW on a line no other thread writes; an empty stripe takes
+ * a block of units from the pool; a unit given back goes to the giving
+ * thread's stripe, which hands a block back to the pool when it holds two.
+ * So no shared line is touched on each schedule and cancel, as there was
+ * when the cap was the record table's size and every call met the shared
+ * free list (issue 14: WL1 on two threads 4x slower with the cap set).
+ *
+ * TW_EAGAIN: when the pool is empty, the scheduler sweeps every stripe's
+ * units into the pool (exchange, one stripe at a time) and tries again;
+ * only if the pool is still empty does it answer TW_EAGAIN. A unit that
+ * was idle in any stripe when the sweep began is found, so the answer is
+ * given only when every unit was held by a pending timer or by a call in
+ * progress. While a sweep runs, units given back go to the pool directly
+ * (a giver adds to its stripe, then looks at `sweeping`; the sweeper
+ * raises `sweeping`, then exchanges the stripes; both seq_cst, so either
+ * the sweep takes the unit or the giver sees the sweep).
+ */
+static void budget_init(tw_service *s)
+{
+    uint64_t max = s->cfg.max_timers;
+    uint64_t block = max / (4 * TW_STRIPES);
+    s->budget_block = block < 1 ? 1 : block > 64 ? 64 : (int64_t)block;
+    atomic_init(&s->budget_pool, (int64_t)max);
+    atomic_init(&s->budget_sweeping, 0);
+}
+
+static bool budget_capped(const tw_service *s)
+{
+    return s->cfg.max_timers != 0;
+}
+
+/* Take up to `want` units from the pool; how many it got. */
+static int64_t pool_take(tw_service *s, int64_t want)
+{
+    /* Relaxed: a first guess; the CAS decides. */
+    int64_t have = atomic_load_explicit(&s->budget_pool, memory_order_relaxed);
+    while (have > 0) {
+        int64_t got = have < want ? have : want;
+        /* Relaxed: units carry no data; the count is all that matters. */
+        if (atomic_compare_exchange_weak_explicit(&s->budget_pool, &have, have - got,
+                                                  memory_order_relaxed,
+                                                  memory_order_relaxed))
+            return got;
+    }
+    return 0;
+}
+
+static void pool_give(tw_service *s, int64_t n)
+{
+    if (n > 0) /* Relaxed: as in pool_take. */
+        atomic_fetch_add_explicit(&s->budget_pool, n, memory_order_relaxed);
+}
+
+/* Move every stripe's idle units into the pool. */
+static void budget_sweep(tw_service *s)
+{
+    /* Seq_cst: raise the flag before the exchanges (see above). */
+    atomic_fetch_add_explicit(&s->budget_sweeping, 1, memory_order_seq_cst);
+    for (int i = 0; i < TW_STRIPES; i++) {
+        /* Seq_cst: the sweeper's half of the pairing with budget_give. */
+        pool_give(s, atomic_exchange_explicit(&s->stripe[i].budget, 0, memory_order_seq_cst));
+    }
+    atomic_fetch_sub_explicit(&s->budget_sweeping, 1, memory_order_seq_cst);
+}
+
+/* A unit for a timer about to be armed: TW_OK or TW_EAGAIN. */
+static int budget_take(tw_service *s)
+{
+    if (!budget_capped(s))
+        return TW_OK;
+    tw_stripe *st = tw__stripe(s);
+    /* Relaxed: the CAS decides; other threads only ever empty our stripe. */
+    int64_t have = atomic_load_explicit(&st->budget, memory_order_relaxed);
+    while (have > 0) {
+        /* Relaxed: as in pool_take. */
+        if (atomic_compare_exchange_weak_explicit(&st->budget, &have, have - 1,
+                                                  memory_order_relaxed,
+                                                  memory_order_relaxed))
+            return TW_OK;
+    }
+    /* The pool, then a sweep and the pool again, twice: a unit another call
+     * is moving between a stripe and the pool is invisible for a few
+     * instructions, and a second look finds it unless that call stalled. */
+    for (int round = 0; round < 3; round++) {
+        int64_t got = pool_take(s, s->budget_block);
+        if (got > 0) {
+            /* Relaxed: as in pool_take. */
+            if (got > 1)
+                atomic_fetch_add_explicit(&st->budget, got - 1, memory_order_relaxed);
+            return TW_OK;
+        }
+        if (round < 2)
+            budget_sweep(s);
+    }
+    return TW_EAGAIN;
+}
+
+void tw__budget_give(tw_service *s)
+{
+    if (!budget_capped(s))
+        return;
+    tw_stripe *st = tw__stripe(s);
+    /* Seq_cst: the giver's half of the pairing with budget_sweep. */
+    int64_t have = atomic_fetch_add_explicit(&st->budget, 1, memory_order_seq_cst) + 1;
+    if (atomic_load_explicit(&s->budget_sweeping, memory_order_seq_cst)) {
+        /* Seq_cst: as above; a sweep is on, hand everything to the pool. */
+        pool_give(s, atomic_exchange_explicit(&st->budget, 0, memory_order_seq_cst));
+        return;
+    }
+    if (have >= 2 * s->budget_block) {
+        int64_t keep = have;
+        /* Relaxed: as in pool_take; a sweep that emptied us meanwhile wins. */
+        if (atomic_compare_exchange_strong_explicit(&st->budget, &keep,
+                                                    have - s->budget_block,
+                                                    memory_order_relaxed,
+                                                    memory_order_relaxed))
+            pool_give(s, s->budget_block);
+    }
+}
+
 static unsigned lateness_bucket(uint64_t ns)
 {
     if (ns < 1024)
@@ -229,6 +360,26 @@ uint64_t tw__rare_total(tw_service *s, int which)
     return sum_field(s, offsetof(tw_stripe, rare) + (size_t)which * sizeof(uint64_t));
 }
 
+/* pending = scheduled - cancelled - dropped - one-shot runs (see tw_stripe),
+ * clamped at zero for a snapshot taken while busy. */
+static uint64_t pending_of(uint64_t scheduled, uint64_t cancelled, uint64_t dropped,
+                           uint64_t fired, uint64_t periodic_runs)
+{
+    uint64_t left = cancelled + dropped + (fired - periodic_runs);
+    return scheduled > left ? scheduled - left : 0;
+}
+
+uint64_t tw__pending(tw_service *s)
+{
+    return pending_of(SUM(s, armed) - SUM(s, aborted), SUM(s, cancelled), SUM(s, dropped),
+                      SUM(s, fired), SUM(s, periodic_runs));
+}
+
+uint64_t tw__reserved_total(tw_service *s)
+{
+    return SUM(s, reserved);
+}
+
 void tw_stats_get(tw_service *s, tw_stats *out)
 {
     if (!out)
@@ -246,8 +397,8 @@ void tw_stats_get(tw_service *s, tw_stats *out)
     out->overflowed = tw__wheel_overflowed(s);
     /* Summed one after the other: a busy service can show a transient
      * imbalance, so clamp at zero; at rest the identity is exact. */
-    uint64_t left = out->cancelled + out->dropped + (out->fired - periodic_runs);
-    out->pending = out->scheduled > left ? out->scheduled - left : 0;
+    out->pending = pending_of(out->scheduled, out->cancelled, out->dropped, out->fired,
+                              periodic_runs);
     /* Relaxed: a statistic. */
     out->ticks = atomic_load_explicit(&s->wheel.cur, memory_order_relaxed);
     for (int i = 0; i < TW_STRIPES; i++) {
@@ -315,7 +466,8 @@ int tw_create(const tw_config *cfg, tw_service **out)
     pthread_mutex_init(&s->stop_lock, NULL);
     atomic_init(&s->stop_state, TW_RUN);
     atomic_init(&s->manual_now, 0);
-    tw__records_init(&s->rec, c.max_timers);
+    tw__records_init(&s->rec);
+    budget_init(s);
     if (tw__wheel_init(&s->wheel, c.wheel_slots, c.slot_capacity) != TW_OK) {
         service_free(s);
         return TW_ENOMEM;
@@ -387,6 +539,7 @@ static bool take_back(tw_service *s, tw_record *rec, uint32_t idx, uint64_t st)
     if (!(st & TW_F_LEASE))
         tw__rec_push_free(&s->rec, idx);
     TW_COUNT(s, aborted, 1);
+    tw__budget_give(s);
     return true;
 }
 
@@ -396,7 +549,10 @@ static int schedule_commit(tw_service *s, tw_record *rec, uint32_t idx, uint64_t
 {
     if (stopping(s))
         return take_back(s, rec, idx, st) ? TW_ESHUTDOWN : TW_OK;
-    if (tw__place(s, tw__gen(st), idx, tw__tick_of(s, deadline)) != TW_OK)
+    /* The record's current tag: a reschedule on the handle (already in
+     * *out) may have bumped seq, then this entry is superseded at once. */
+    uint64_t entry = tw__entry(tw__rec_tag(rec, st), idx);
+    if (tw__place(s, entry, tw__tick_of(s, deadline)) != TW_OK)
         return take_back(s, rec, idx, st) ? TW_ENOMEM : TW_OK;
     return TW_OK;
 }
@@ -416,13 +572,19 @@ static int schedule_common(tw_service *s, uint64_t delay, uint64_t period,
     uint64_t st;
     tw_record *rec;
     (void)tw__stripe(s); /* a thread's first call: its stripe decides its magazine */
-    rc = tw__rec_alloc(&s->rec, &idx, &rec, &st);
+    rc = budget_take(s);
     if (rc != TW_OK)
         return rc;
+    rc = tw__rec_alloc(&s->rec, &idx, &rec, &st);
+    if (rc != TW_OK) {
+        tw__budget_give(s);
+        return rc;
+    }
     if (period) {
         tw_periodic *p = tw__periodic(&s->rec, idx, true);
         if (!p) {
             tw__rec_push_free(&s->rec, idx); /* still FREE and ours */
+            tw__budget_give(s);
             return TW_ENOMEM;
         }
         p->period = period;
@@ -508,6 +670,7 @@ static int cancel_record(tw_service *s, tw_record *rec, tw_timer t)
     if (tw__st(want) == TW_ST_FREE)
         tw__rec_push_free(&s->rec, tw__handle_idx(t));
     TW_COUNT(s, cancelled, 1);
+    tw__budget_give(s);
     return TW_OK;
 }
 
@@ -736,6 +899,7 @@ int tw_advance(tw_service *s, uint64_t now_ns)
         tw__self.adv_s = s;
         tw__wheel_step(s, tw__tick_floor(s, now_ns));
         tw__deliver(s);
+        tw__wheel_maintain(s);
         tw__self.adv_s = saved;
     }
     pthread_mutex_unlock(&s->drain_lock);
@@ -781,6 +945,7 @@ static bool drop_record(tw_service *s, uint32_t idx, tw_callback on_pending)
                                                  memory_order_seq_cst))
         return false;
     TW_COUNT(s, dropped, 1);
+    tw__budget_give(s);
     if (on_pending)
         on_pending(tw__handle(tw__gen(st), idx), arg);
     if (!leased)

@@ -2,59 +2,78 @@
  * slots.c: one lock-free wheel slot. Producers fill it through a
  * CAS-incremented counter; the drainer (the cursor) closes and empties it.
  *
- * A slot collects, at any moment, for one epoch: the tick at which the
- * cursor will drain it. Its counter word is
+ * A slot collects, at any moment, for one round: a wheel slot's round is
+ * one epoch (the tick at which the cursor will drain it); a late slot's
+ * rounds are just numbered. The slot's header holds
  *
- *     rot (31) | closed (1) | count (32)
+ *     word  = seq (31) | closed (1) | count (32)
+ *     seq   the round's number: every drain and every compaction starts a
+ *           new one (64 bits; the word carries its low 31 bits)
+ *     epoch the epoch the round collects for (wheel slots)
  *
- * where rot is the epoch's rotation number (epoch >> bits of one whole
- * turn of this level), so a producer that computed its target from an old
- * cursor position sees a different rot and recomputes: the "cursor race"
- * of the seed design (a write landing in a slot that will not come round
- * again for a whole rotation) cannot happen.
+ * and entries compare by round number: an EMPTY(k) entry admits a publish
+ * from a round k or later. The drainer writes epoch and seq before it
+ * reopens the word (release); a producer reads them after the word
+ * (acquire), so a successful CAS on the word vouches for both.
  *
- * Protocol (producer):
- *   1. reserve: load the word; if closed -> CLOSED (go elsewhere); if its
- *      rot is newer than ours -> NEWER (re-read the cursor); else CAS
- *      count -> count + 1. The position is ours for the epoch the word was
- *      open for (ours, or an older one the drainer has not reached yet: an
- *      older epoch drains sooner, which is never late, and the drain
- *      re-places timers that are not yet due).
- *   2. publish: CAS the entry from EMPTY(e) with e <= our epoch to our
- *      VALUE. If the drainer got there first, the entry holds EMPTY of a
- *      later epoch (a tombstone) or another epoch's VALUE: the publish
- *      fails and the producer places the timer again. Nobody waits.
+ * Protocol (producer, target epoch e):
+ *   1. reserve: read seq (a lower bound q0), then the word; if closed ->
+ *      CLOSED (go elsewhere); if the round's epoch is later than e ->
+ *      NEWER (re-read the cursor: the "cursor race" of the seed design, a
+ *      write landing in a slot that will not come round again for a whole
+ *      rotation, cannot happen); else CAS count -> count + 1. The position
+ *      is ours in that round: e's, or an older one the drainer has not
+ *      reached yet (an older epoch drains sooner, which is never late, and
+ *      the drain re-places timers that are not yet due). Our round number
+ *      is the one whose low 31 bits the word showed, at or after q0.
+ *   2. publish: CAS the entry from EMPTY(k), k <= our round, to our VALUE.
+ *      If the drainer got there first, the entry holds EMPTY of a later
+ *      round (a tombstone) or another producer's VALUE: the publish fails
+ *      and the producer places the timer again. Nobody waits.
  * Protocol (drainer):
- *   3. close: CAS the word to closed; count n is now final.
+ *   3. close: fetch_or the closed bit; count n is now final.
  *   4. take: for every position < n, exchange the entry with EMPTY(next
- *      epoch). A VALUE is taken; an EMPTY means "reserved, not published":
+ *      round). A VALUE is taken; an EMPTY means "reserved, not published":
  *      that producer's publish will now fail (the tombstone).
- *   5. reopen: store (next rot, open, 0).
- * Entries therefore carry the epoch they are free for in EMPTY values, so
- * a producer delayed across a reopen can never publish into a later epoch.
+ *   5. reopen: store epoch and seq, then (release) the word: next round,
+ *      open, count 0.
+ * A producer delayed across a reopen can therefore never publish into a
+ * later round. A drain reopens for the slot's next epoch; a compaction
+ * (tw__slot_compact) for the same one: it takes the entries early, the
+ * drainer places the live ones again (wheel.c), and producers reserve
+ * from position 0 again. Why compaction: a cancelled timer and a
+ * superseded placement leave an entry that is dropped only when its slot
+ * comes round; a slot an hour away would hold one for every such call by
+ * then. Compaction gives that room back (wheel.c decides when).
  *
- * Room beyond slot_capacity: overflow segment j >= 1 holds 64 << (j - 1)
- * entries and is made on first use (CAS-installed; the loser gives its copy
- * back). The pointers to segments 1..TW_SLOT_NEAR sit in the slot's own
- * line, the rest in a table made on first use. Segments under 64 KiB come
- * from the wheel's arena (arena.c), larger ones are mapped one by one. A
- * producer makes the segment for position p before it reserves p, so a
- * reserved position always has memory and the drainer never allocates. Segments stay
- * with the slot until tw_destroy and are reused by later epochs (the EMPTY
- * epochs make that safe). Nothing is ever refused for lack of room.
+ * Why 64-bit round numbers rather than bits of the word: a slot an hour
+ * away stays in one round for an hour and may be compacted thousands of
+ * times meanwhile; any few-bit count would wrap, and a producer stalled
+ * across the wrap could publish into a round that will not take its
+ * position. The word's 31 bits only have to tell rounds apart between a
+ * producer's read of q0 and its CAS: a producer that finds 2^30 rounds
+ * passed by then (it stalled that long) drops its position unpublished and
+ * places again (TW_SLOT_RAN_AWAY), and a CAS that an exact 2^31 rounds'
+ * wrap let through is caught there too.
  *
- * Limits: rot wraps after 2^31 rotations of one slot, and reserve reads a
- * slot up to 2^30 rotations ahead as behind. A producer sees a slot that
- * far ahead only if it stalled while the cursor moved that far; wheel.c
- * (cursor_ran_away) then drops the reservation unpublished and places
- * again.
+ * Room: segment 0 holds slot_capacity entries, overflow segment j >= 1
+ * holds 64 << (j - 1); each is made on first use (CAS-installed; the loser
+ * gives its copy back), segment 0 too, so a slot that is never used costs
+ * its header only. The pointers to segments 0..TW_SLOT_NEAR-1 sit in the
+ * slot's own line, the rest in a table made on first use. Segments under
+ * 64 KiB come from the lane's arena (arena.c), larger ones are mapped one
+ * by one. A producer makes the segment for position p before it reserves
+ * p, so a reserved position always has memory and the drainer never
+ * allocates. Segments stay with the slot until tw_destroy and are reused
+ * by later rounds (the EMPTY round numbers make that safe). Nothing is
+ * ever refused for lack of room.
  */
 #include "internal.h"
 
 #include <stdlib.h>
 #include <sys/mman.h>
 
-#define EMPTY_EPOCH_MASK (~TW_ENTRY_VALUE)
+#define EMPTY_KEY_MASK (~TW_ENTRY_VALUE)
 
 /* Segment 0 is the fixed array (cap entries). Overflow position p = pos -
  * cap lies in segment j >= 1, which holds TW_OVF0 << (j - 1) entries and
@@ -74,21 +93,27 @@ static uint32_t seg_of(uint32_t cap, uint32_t pos, uint32_t *off)
     return k + 1;
 }
 
+bool tw__slot_segment_start(uint32_t cap, uint32_t pos)
+{
+    uint32_t off;
+    return seg_of(cap, pos, &off) > 0 && off == 0;
+}
+
 static size_t seg_len(uint32_t cap, uint32_t j)
 {
     return j == 0 ? cap : (size_t)1 << (TW_OVF0_SHIFT + j - 1);
 }
 
-/* Where segment j >= 1's pointer lives: in the slot's own line for the
- * first TW_SLOT_NEAR (a reservation then touches one line before its
- * entry: perf of WL1 put 40% of tw__slot_reserve on the load of a pointer
- * from a separate table), else in the overflow table, made here if `make`.
+/* Where segment j's pointer lives: in the slot's own line for the first
+ * TW_SLOT_NEAR (a reservation then touches one line before its entry: perf
+ * of WL1 put 40% of tw__slot_reserve on the load of a pointer from a
+ * separate table), else in the overflow table, made here if `make`.
  * NULL: no table (and not `make`), or no memory for one. */
 typedef _Atomic(_Atomic uint64_t *) seg_ptr;
 static seg_ptr *seg_ptr_of(tw_slot *sl, uint32_t j, bool make)
 {
-    if (j <= TW_SLOT_NEAR)
-        return &sl->near[j - 1];
+    if (j < TW_SLOT_NEAR)
+        return &sl->near[j];
     /* Acquire: pairs with the release CAS that installed it. */
     tw_overflow *o = atomic_load_explicit(&sl->ovf, memory_order_acquire);
     if (!o && make) {
@@ -104,14 +129,14 @@ static seg_ptr *seg_ptr_of(tw_slot *sl, uint32_t j, bool make)
         else
             free(fresh);
     }
-    return o ? &o->seg[j - 1 - TW_SLOT_NEAR] : NULL;
+    return o ? &o->seg[j - TW_SLOT_NEAR] : NULL;
 }
 
-void tw__slot_init(tw_slot *sl, uint64_t word, _Atomic uint64_t *base, tw_arena *arena)
+void tw__slot_init(tw_slot *sl, uint64_t epoch)
 {
-    atomic_init(&sl->word, word);
-    sl->base = base;
-    sl->arena = arena;
+    atomic_init(&sl->word, 0);
+    atomic_init(&sl->seq, 0);
+    atomic_init(&sl->epoch, epoch);
     atomic_init(&sl->ovf, NULL);
     for (uint32_t j = 0; j < TW_SLOT_NEAR; j++)
         atomic_init(&sl->near[j], NULL);
@@ -121,17 +146,15 @@ _Atomic uint64_t *tw__slot_entry(tw_slot *sl, uint32_t cap, uint32_t pos)
 {
     uint32_t off;
     uint32_t j = seg_of(cap, pos, &off);
-    if (j == 0)
-        return &sl->base[off];
     seg_ptr *sp = seg_ptr_of(sl, j, false);
     /* Acquire: the segment's zeroed (EMPTY(0)) entries are visible. */
     _Atomic uint64_t *seg = sp ? atomic_load_explicit(sp, memory_order_acquire) : NULL;
     return seg ? &seg[off] : NULL;
 }
 
-/* Overflow segments of 64 KiB and more are mapped one by one: their pages
- * stay unbacked until entries are written, so the unused tail of a slot's
- * last segment costs no memory. Smaller ones come from the wheel's arena
+/* Segments of 64 KiB and more are mapped one by one: their pages stay
+ * unbacked until entries are written, so the unused tail of a slot's last
+ * segment costs no memory. Smaller ones come from the lane's arena
  * (arena.c: huge pages, no fault per 4 KiB), where a tail is a few KiB. */
 #define TW_SEG_MAP_BYTES (64u * 1024u)
 
@@ -145,38 +168,36 @@ static bool seg_is_mapped(uint32_t cap, uint32_t j)
     return seg_bytes(cap, j) >= TW_SEG_MAP_BYTES;
 }
 
-static _Atomic uint64_t *seg_alloc(tw_slot *sl, uint32_t cap, uint32_t j)
+static _Atomic uint64_t *seg_alloc(tw_arena *a, uint32_t cap, uint32_t j)
 {
     size_t bytes = seg_bytes(cap, j);
     if (!seg_is_mapped(cap, j))
-        return tw__arena_alloc(sl->arena, bytes);
+        return tw__arena_alloc(a, bytes);
     void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     return p == MAP_FAILED ? NULL : p;
 }
 
 /* The loser of an install race hands its segment (never written) back. */
-static void seg_give_back(tw_slot *sl, _Atomic uint64_t *seg, uint32_t cap, uint32_t j)
+static void seg_give_back(tw_arena *a, _Atomic uint64_t *seg, uint32_t cap, uint32_t j)
 {
     if (seg_is_mapped(cap, j))
         munmap(seg, seg_bytes(cap, j));
     else
-        tw__arena_undo(sl->arena, seg, seg_bytes(cap, j));
+        tw__arena_undo(a, seg, seg_bytes(cap, j));
 }
 
 /* Make sure position pos has memory before anyone reserves it. */
-static int ensure_room(tw_slot *sl, uint32_t cap, uint32_t pos)
+static int ensure_room(tw_slot *sl, tw_arena *a, uint32_t cap, uint32_t pos)
 {
     uint32_t off;
     uint32_t j = seg_of(cap, pos, &off);
-    if (j == 0)
-        return TW_OK;
     seg_ptr *sp = seg_ptr_of(sl, j, true);
     if (!sp)
         return TW_ENOMEM;
     /* Acquire: as in tw__slot_entry. */
     if (atomic_load_explicit(sp, memory_order_acquire))
         return TW_OK;
-    _Atomic uint64_t *seg = seg_alloc(sl, cap, j);
+    _Atomic uint64_t *seg = seg_alloc(a, cap, j);
     if (!seg)
         return TW_ENOMEM;
     _Atomic uint64_t *none = NULL;
@@ -186,24 +207,32 @@ static int ensure_room(tw_slot *sl, uint32_t cap, uint32_t pos)
     if (!atomic_compare_exchange_strong_explicit(sp, &none, seg,
                                                  memory_order_acq_rel,
                                                  memory_order_acquire))
-        seg_give_back(sl, seg, cap, j);
+        seg_give_back(a, seg, cap, j);
     return TW_OK;
 }
 
-static int reserve_at(tw_slot *sl, uint32_t cap, uint64_t *w, uint32_t *pos)
+/* The round number whose low 31 bits the word `w` shows, given q0, a
+ * value of seq read before the word: the first such number >= q0. */
+static uint64_t round_of(uint64_t w, uint64_t q0)
+{
+    uint32_t low = (uint32_t)(w >> TW_SLOT_SEQ_SHIFT) & TW_SLOT_SEQ_MASK;
+    return q0 + ((low - (uint32_t)q0) & TW_SLOT_SEQ_MASK);
+}
+
+static int reserve_at(tw_slot *sl, tw_arena *a, uint32_t cap, uint64_t *w, uint32_t *pos)
 {
     uint32_t count = (uint32_t)(*w & TW_SLOT_COUNT_MASK);
     if (count == UINT32_MAX)
         return TW_SLOT_CLOSED_NOW; /* cannot count further: go elsewhere */
-    int rc = ensure_room(sl, cap, count);
+    int rc = ensure_room(sl, a, cap, count);
     if (rc != TW_OK)
         return rc;
     /* Acq_rel on success. Acquire: we read the word the drainer reopened
-     * with its release store, so the entries it reset are visible.
-     * Release: the drainer's close (acquire) that counts our position
-     * also sees the segment we (or another producer, before its own
-     * release here) installed for it, so it never finds the pointer NULL.
-     * Relaxed would do for failure: we only retry from the fresh value. */
+     * with its release store, so the entries it reset (and the round's
+     * epoch and seq) are visible. Release: the drainer's close (acquire)
+     * that counts our position also sees the segment we (or another
+     * producer, before its own release here) installed for it, so it never
+     * finds the pointer NULL. Acquire on failure: we look at the new word. */
     if (atomic_compare_exchange_weak_explicit(&sl->word, w, *w + 1,
                                               memory_order_acq_rel,
                                               memory_order_acquire)) {
@@ -213,49 +242,69 @@ static int reserve_at(tw_slot *sl, uint32_t cap, uint64_t *w, uint32_t *pos)
     return -100; /* word changed: caller re-examines *w */
 }
 
-int tw__slot_reserve(tw_slot *sl, uint32_t cap, uint32_t rot, uint32_t *pos,
-                     uint32_t *behind)
+/* After a successful reservation: the round it is in (*round), unless the
+ * slot went through 2^30 rounds since q0, which makes that ambiguous. */
+static int settle_round(tw_slot *sl, uint64_t w, uint64_t q0, uint64_t *round)
+{
+    /* Acquire: the round numbers the drainer stored before its reopens. */
+    uint64_t q1 = atomic_load_explicit(&sl->seq, memory_order_acquire);
+    if (q1 - q0 >= TW_SLOT_RAN_AWAY_ROUNDS)
+        return TW_SLOT_RAN_AWAY;
+    *round = round_of(w, q0);
+    return TW_SLOT_OK;
+}
+
+int tw__slot_reserve(tw_slot *sl, tw_arena *a, uint32_t cap, uint64_t epoch,
+                     uint32_t *pos, uint64_t *round, uint64_t *round_epoch)
 {
     ck_backoff_t backoff = CK_BACKOFF_INITIALIZER;
+    /* Acquire: the lower bound q0 comes before the word. */
+    uint64_t q0 = atomic_load_explicit(&sl->seq, memory_order_acquire);
     /* Acquire: see the drainer's reopen (and, through it, the cursor). */
     uint64_t w = atomic_load_explicit(&sl->word, memory_order_acquire);
     for (;;) {
         if (w & TW_SLOT_CLOSED)
             return TW_SLOT_CLOSED_NOW;
-        uint32_t diff = (rot - tw__slot_rot(w)) & (uint32_t)TW_SLOT_ROT_MASK;
-        if (diff > (uint32_t)(TW_SLOT_ROT_MASK >> 1))
+        /* Relaxed: ordered after the word (acquire); if a drain came in
+         * between, the CAS below fails and we look again. */
+        uint64_t e = atomic_load_explicit(&sl->epoch, memory_order_relaxed);
+        if (e > epoch)
             return TW_SLOT_NEWER;
-        int rc = reserve_at(sl, cap, &w, pos);
-        if (rc != -100) {
-            *behind = diff;
-            return rc;
+        int rc = reserve_at(sl, a, cap, &w, pos);
+        if (rc == TW_SLOT_OK) {
+            *round_epoch = e;
+            return settle_round(sl, w, q0, round);
         }
+        if (rc != -100)
+            return rc;
         ck_backoff_eb(&backoff);
         /* Acquire: re-read after backing off; the CAS's copy is stale by now. */
         w = atomic_load_explicit(&sl->word, memory_order_acquire);
     }
 }
 
-int tw__slot_reserve_any(tw_slot *sl, uint32_t cap, uint32_t *pos, uint32_t *rot)
+int tw__slot_reserve_any(tw_slot *sl, tw_arena *a, uint32_t cap, uint32_t *pos,
+                         uint64_t *round)
 {
     ck_backoff_t backoff = CK_BACKOFF_INITIALIZER;
     /* Acquire: as in tw__slot_reserve. */
+    uint64_t q0 = atomic_load_explicit(&sl->seq, memory_order_acquire);
     uint64_t w = atomic_load_explicit(&sl->word, memory_order_acquire);
     for (;;) {
         if (w & TW_SLOT_CLOSED)
             return TW_SLOT_CLOSED_NOW;
-        int rc = reserve_at(sl, cap, &w, pos);
-        if (rc != -100) {
-            *rot = tw__slot_rot(w);
+        int rc = reserve_at(sl, a, cap, &w, pos);
+        if (rc == TW_SLOT_OK)
+            return settle_round(sl, w, q0, round);
+        if (rc != -100)
             return rc;
-        }
         ck_backoff_eb(&backoff);
         /* Acquire: re-read after backing off; the CAS's copy is stale by now. */
         w = atomic_load_explicit(&sl->word, memory_order_acquire);
     }
 }
 
-bool tw__slot_publish(tw_slot *sl, uint32_t cap, uint32_t pos, uint64_t epoch,
+bool tw__slot_publish(tw_slot *sl, uint32_t cap, uint32_t pos, uint64_t round,
                       uint64_t value)
 {
     _Atomic uint64_t *e = tw__slot_entry(sl, cap, pos);
@@ -263,8 +312,8 @@ bool tw__slot_publish(tw_slot *sl, uint32_t cap, uint32_t pos, uint64_t epoch,
     /* Relaxed: only a guess for the CAS, which checks it. */
     uint64_t cur = atomic_load_explicit(e, memory_order_relaxed);
     for (;;) {
-        if ((cur & TW_ENTRY_VALUE) || (cur & EMPTY_EPOCH_MASK) > epoch)
-            return false; /* tombstoned, or a later epoch's */
+        if ((cur & TW_ENTRY_VALUE) || (cur & EMPTY_KEY_MASK) > round)
+            return false; /* tombstoned, or a later round's */
         /* Release: the drainer's exchange (acq_rel) then sees the record
          * as we armed it. */
         if (atomic_compare_exchange_weak_explicit(e, &cur, value,
@@ -317,57 +366,66 @@ static uint32_t slot_close(tw_slot *sl)
     return (uint32_t)(w & TW_SLOT_COUNT_MASK);
 }
 
-static uint32_t drain_reserved(tw_slot *sl, uint32_t cap, uint32_t n,
-                                        uint64_t next_epoch, uint32_t next_rot,
-                                        tw_vec *out)
+/* Take the n reserved positions of a closed slot: published values go to
+ * out, every entry becomes EMPTY(the next round); then open the next
+ * round, for `epoch`. Returns n. */
+static uint32_t drain_reserved(tw_slot *sl, uint32_t cap, uint32_t n, uint64_t epoch,
+                               tw_vec *out)
 {
+    /* Relaxed: only the drainer writes seq. */
+    uint64_t next = atomic_load_explicit(&sl->seq, memory_order_relaxed) + 1;
     TW_INJECT(TW_INJ_CLOSE_DRAIN);
     for (uint32_t p = 0; p < n; p++) {
         _Atomic uint64_t *e = tw__slot_entry(sl, cap, p);
         /* Acq_rel: acquire a published VALUE (pairs with the producer's
          * release CAS); release our tombstone so a late producer's failing
          * CAS is ordered after our close. */
-        uint64_t v = atomic_exchange_explicit(e, next_epoch & EMPTY_EPOCH_MASK,
-                                              memory_order_acq_rel);
+        uint64_t v = atomic_exchange_explicit(e, next & EMPTY_KEY_MASK, memory_order_acq_rel);
         if (v & TW_ENTRY_VALUE)
             tw__vec_push(out, v);
     }
-    uint64_t open = (uint64_t)(next_rot & TW_SLOT_ROT_MASK) << TW_SLOT_ROT_SHIFT;
-    /* Release: producers that see the new rot (acquire) also see every
-     * entry reset above and the cursor published before the close. */
+    /* Relaxed, both: published by the release store of the word below. */
+    atomic_store_explicit(&sl->epoch, epoch, memory_order_relaxed);
+    atomic_store_explicit(&sl->seq, next, memory_order_relaxed);
+    uint64_t open = ((next & TW_SLOT_SEQ_MASK) << TW_SLOT_SEQ_SHIFT);
+    /* Release: producers that see the new round (acquire) also see every
+     * entry reset above, its epoch and seq, and the cursor published
+     * before the close. */
     atomic_store_explicit(&sl->word, open, memory_order_release);
     return n;
 }
 
-uint32_t tw__slot_drain(tw_slot *sl, uint32_t cap, uint64_t next_epoch,
-                        uint32_t next_rot, tw_vec *out)
+uint32_t tw__slot_drain(tw_slot *sl, uint32_t cap, uint64_t next_epoch, tw_vec *out)
 {
-    return drain_reserved(sl, cap, slot_close(sl), next_epoch, next_rot, out);
+    return drain_reserved(sl, cap, slot_close(sl), next_epoch, out);
+}
+
+uint32_t tw__slot_compact(tw_slot *sl, uint32_t cap, tw_vec *out)
+{
+    /* Relaxed: only the drainer writes a slot's epoch. */
+    uint64_t epoch = atomic_load_explicit(&sl->epoch, memory_order_relaxed);
+    return drain_reserved(sl, cap, slot_close(sl), epoch, out);
 }
 
 uint32_t tw__slot_drain_late(tw_slot *sl, uint32_t cap, tw_vec *out)
 {
-    /* Relaxed: only the drainer changes the rot of a late slot. */
-    uint32_t rot = tw__slot_rot(atomic_load_explicit(&sl->word, memory_order_relaxed));
     uint32_t n = slot_close(sl);
     if (n == 0) {
         /* Nobody reserved in this round, so nobody can publish into it:
-         * reopen the same round. Rounds advance only when used, which keeps
-         * their 31-bit EMPTY epochs from wrapping in practice. Release:
-         * as in tw__slot_drain. */
-        atomic_store_explicit(&sl->word,
-                              (uint64_t)rot << TW_SLOT_ROT_SHIFT, memory_order_release);
+         * reopen the same round. Relaxed: only the drainer writes the
+         * word's round; release: as in drain_reserved. */
+        uint64_t w = atomic_load_explicit(&sl->word, memory_order_relaxed);
+        atomic_store_explicit(&sl->word, w & ~(TW_SLOT_CLOSED | TW_SLOT_COUNT_MASK),
+                              memory_order_release);
         return 0;
     }
-    uint32_t next = (rot + 1) & (uint32_t)TW_SLOT_ROT_MASK;
-    return drain_reserved(sl, cap, n, next, next, out);
+    return drain_reserved(sl, cap, n, 0, out);
 }
 
 void tw__slot_fini(tw_slot *sl, uint32_t cap)
 {
-    /* Relaxed: tw_destroy runs alone. Segment 0 is the fixed array, owned
-     * by the wheel; small segments go with the wheel's arenas. */
-    for (uint32_t j = 1; j < TW_SLOT_SEGS; j++) {
+    /* Relaxed: tw_destroy runs alone. Small segments go with the arenas. */
+    for (uint32_t j = 0; j < TW_SLOT_SEGS; j++) {
         seg_ptr *sp = seg_ptr_of(sl, j, false);
         _Atomic uint64_t *seg = sp ? atomic_load_explicit(sp, memory_order_relaxed) : NULL;
         if (seg && seg_is_mapped(cap, j))

@@ -127,11 +127,6 @@ static uint64_t next_epoch_after(const tw_wheel *w, uint32_t l, uint32_t i, uint
     return e > x ? e : e + turn;
 }
 
-static uint32_t rot_of(const tw_wheel *w, uint32_t l, uint64_t epoch)
-{
-    return (uint32_t)((epoch >> (level_shift(w, l) + w->bits)) & TW_SLOT_ROT_MASK);
-}
-
 /* Slot i of level l in one lane. Lanes are whole wheels of counters apart,
  * so no two lanes of a slot share a cache line or its prefetch pair. */
 static tw_slot *slot_at(const tw_wheel *w, uint32_t l, uint32_t i, uint32_t lane)
@@ -182,32 +177,31 @@ int tw__wheel_init(tw_wheel *w, uint32_t nslots, uint32_t cap)
     w->lanes = lanes_for_machine();
     for (uint32_t a = 0; a < TW_MAX_LANES; a++)
         tw__arena_init(&w->arena[a]);
-    size_t nsl = slots_total(w) + LATE_SLOTS;
     w->slot = aligned_alloc(TW_CACHELINE, slots_total(w) * sizeof *w->slot);
-    if (w->slot) /* zero: a failed init's fini then finds no overflow to free */
+    if (w->slot) /* zero: a failed init's fini then finds no segment to free */
         memset(w->slot, 0, slots_total(w) * sizeof *w->slot);
-    w->entries = calloc(nsl * cap, sizeof *w->entries);
     w->occ = calloc((size_t)w->levels * w->occ_words, sizeof *w->occ);
+    w->grew = calloc((size_t)w->levels * w->occ_words, sizeof *w->grew);
     w->counts = malloc(TW_ORDER_SPAN * sizeof *w->counts);
-    if (!w->slot || !w->entries || !w->occ || !w->counts) {
+    if (!w->slot || !w->occ || !w->grew || !w->counts) {
         tw__wheel_fini(w);
         return TW_ENOMEM;
     }
     for (uint32_t lane = 0; lane < w->lanes; lane++) {
         for (uint32_t l = 0; l < w->levels; l++) {
-            for (uint32_t i = 0; i < nslots; i++) {
-                tw_slot *sl = slot_at(w, l, i, lane);
-                uint64_t e = next_epoch_after(w, l, i, 0);
-                tw__slot_init(sl, (uint64_t)rot_of(w, l, e) << TW_SLOT_ROT_SHIFT,
-                              &w->entries[(size_t)(sl - w->slot) * cap], &w->arena[lane]);
-            }
+            for (uint32_t i = 0; i < nslots; i++)
+                tw__slot_init(slot_at(w, l, i, lane), next_epoch_after(w, l, i, 0));
         }
     }
-    for (int j = 0; j < LATE_SLOTS; j++) {
-        tw__slot_init(&w->late[j], 0, &w->entries[(slots_total(w) + (size_t)j) * cap],
-                      &w->arena[0]);
-    }
+    for (int j = 0; j < LATE_SLOTS; j++)
+        tw__slot_init(&w->late[j], 0);
     atomic_init(&w->cur, 0);
+    w->fixed_capacity = (uint64_t)slots_total(w) * cap;
+    /* Compaction's slack beyond twice the pending timers (see there): two
+     * entries a slot (or the fixed capacity, if smaller) make a pass over
+     * every slot pay for itself. */
+    w->compact_slack = (uint64_t)slots_total(w) * 2 < w->fixed_capacity
+                           ? (uint64_t)slots_total(w) * 2 : w->fixed_capacity;
     return TW_OK;
 }
 
@@ -222,16 +216,16 @@ void tw__wheel_fini(tw_wheel *w)
     for (uint32_t a = 0; a < TW_MAX_LANES; a++)
         tw__arena_fini(&w->arena[a]);
     free(w->slot);
-    free((void *)w->entries);
     free((void *)w->occ);
+    free((void *)w->grew);
     tw__vec_free(&w->taken);
     tw__vec_free(&w->due);
     tw__vec_free(&w->spare);
     free(w->counts);
     w->counts = NULL;
     w->slot = NULL;
-    w->entries = NULL;
     w->occ = NULL;
+    w->grew = NULL;
 }
 
 /* ---- placement (any thread) ---------------------------------------------- */
@@ -249,17 +243,53 @@ static void occupancy_mark(tw_wheel *w, uint32_t l, uint32_t i)
         atomic_fetch_or_explicit(word, bit, memory_order_seq_cst);
 }
 
-static int place_late(tw_service *s, uint64_t value)
+/* A slot whose reservations reach a new segment beyond its first
+ * TW_GROW_AT overflow entries is marked for compaction (wheel.c,
+ * compaction): a slot keeps its segments for good, so if stale entries
+ * were allowed to pile up in a slot until the round robin came by, every
+ * slot would end up holding memory for its largest pile ever. */
+#define TW_GROW_AT 64
+
+static void grew_mark(tw_wheel *w, uint32_t l, uint32_t i)
+{
+    _Atomic uint64_t *word = &w->grew[(size_t)l * w->occ_words + i / 64];
+    /* Relaxed: a hint for the drainer; a lost one costs only memory. */
+    if (!(atomic_load_explicit(word, memory_order_relaxed) & (1ull << (i % 64))))
+        atomic_fetch_or_explicit(word, 1ull << (i % 64), memory_order_relaxed);
+}
+
+/* Every reserved position is counted on the producer's own stripe, so the
+ * drainer can tell how many entries the wheel holds without walking it
+ * (compaction, below). Every 2^16 reservations of a stripe wake the cursor,
+ * so that a service whose cursor sleeps through a long idle spell still
+ * looks at them. */
+static void count_reserved(tw_service *s)
+{
+    tw_stripe *st = tw__stripe(s);
+    tw__count_add(&st->reserved, 1);
+    /* Relaxed: a hint for when to look. */
+    if ((atomic_load_explicit(&st->reserved, memory_order_relaxed) & 0xffff) == 0)
+        tw__cursor_poke(s, atomic_load_explicit(&s->wheel.cur, memory_order_relaxed) + 1);
+}
+
+static int place_late(tw_service *s, uint64_t value, uint32_t lane)
 {
     tw_wheel *w = &s->wheel;
     for (uint32_t j = 0;; j ^= 1) {
-        uint32_t pos, rot;
-        int rc = tw__slot_reserve_any(&w->late[j], w->cap, &pos, &rot);
+        uint32_t pos;
+        uint64_t round;
+        int rc = tw__slot_reserve_any(&w->late[j], &w->arena[lane], w->cap, &pos, &round);
         if (rc == TW_SLOT_CLOSED_NOW)
             continue; /* the step is draining it; the other one is open */
+        if (rc == TW_SLOT_RAN_AWAY) {
+            count_reserved(s);
+            tw__count_rare(s, TW_RARE_RAN_AWAY);
+            return 1; /* left unpublished; the drain tombstones it */
+        }
         if (rc != TW_SLOT_OK)
             return rc;
-        if (tw__slot_publish(&w->late[j], w->cap, pos, rot, value)) {
+        count_reserved(s);
+        if (tw__slot_publish(&w->late[j], w->cap, pos, round, value)) {
             /* Seq_cst fence: our reservation (an acq_rel CAS) before the
              * poke's seq_cst look at wake_tick, against the cursor's
              * seq_cst store of wake_tick before its look at the late
@@ -274,25 +304,10 @@ static int place_late(tw_service *s, uint64_t value)
     }
 }
 
-/* A slot's rotation number is 31 bits: tw__slot_reserve reads a slot up
- * to 2^30 rotations ahead of ours as "behind" (an older round). A slot
- * gets ahead of a producer only by a drain after the producer read the
- * cursor at c, and a step that drains it publishes cur = T first and
- * reopens it for its first epoch after T. Our reservation acquired that
- * reopen, so the cursor we read now is at least T, and the slot is at
- * most one rotation past it: if the cursor moved less than 2^29 rotations
- * of this level since c, `behind` is true. More is possible only when a
- * producer stalls across a huge MANUAL tw_advance (2^30 rotations is 24
- * days of 1 ms ticks at 2 slots): then the attempt is dropped and made
- * again from the new cursor. */
-static bool cursor_ran_away(const tw_wheel *w, uint64_t c, uint32_t sh)
-{
-    /* Acquire: as in place_once; cur only grows. */
-    uint64_t now = atomic_load_explicit(&w->cur, memory_order_acquire);
-    return ((now - c) >> (sh + w->bits)) >= (1ull << 29);
-}
-
-/* One attempt: 0 placed, 1 try again, < 0 error. */
+/* One attempt: 0 placed, 1 try again, < 0 error. The slot may be open for
+ * an older round of its own than the epoch we aim at (the step is still
+ * on its way there): that round drains sooner, which is never late, and
+ * its drain places the timer again. */
 static int place_once(tw_service *s, uint64_t value, uint64_t k)
 {
     tw_wheel *w = &s->wheel;
@@ -308,26 +323,30 @@ static int place_once(tw_service *s, uint64_t value, uint64_t k)
     uint32_t sh = level_shift(w, l);
     uint64_t e = (t >> sh) << sh;
     uint32_t i = (uint32_t)((e >> sh) & (w->nslots - 1));
-    tw_slot *sl = slot_at(w, l, i, my_lane(w));
-    uint32_t pos, behind;
-    int rc = tw__slot_reserve(sl, w->cap, rot_of(w, l, e), &pos, &behind);
+    uint32_t lane = my_lane(w);
+    tw_slot *sl = slot_at(w, l, i, lane);
+    uint32_t pos;
+    uint64_t round, epoch;
+    int rc = tw__slot_reserve(sl, &w->arena[lane], w->cap, e, &pos, &round, &epoch);
     if (rc == TW_SLOT_NEWER) {
         tw__count_rare(s, TW_RARE_NEWER);
         return 1; /* the cursor moved past our epoch: recompute */
     }
     if (rc == TW_SLOT_CLOSED_NOW) {
         tw__count_rare(s, TW_RARE_LATE_SLOT);
-        return place_late(s, value);
+        return place_late(s, value, lane);
     }
-    if (rc != TW_SLOT_OK)
+    if (rc != TW_SLOT_OK && rc != TW_SLOT_RAN_AWAY)
         return rc;
+    count_reserved(s);
     occupancy_mark(w, l, i); /* reserved: the drain must come, published or not */
-    if (cursor_ran_away(w, c, sh)) {
+    if (pos >= w->cap + TW_GROW_AT && tw__slot_segment_start(w->cap, pos))
+        grew_mark(w, l, i);
+    if (rc == TW_SLOT_RAN_AWAY) {
         tw__count_rare(s, TW_RARE_RAN_AWAY);
-        return 1; /* leave the position unpublished (the drain tombstones it) */
+        return 1; /* left unpublished (the drain tombstones it): place again */
     }
-    uint64_t epoch = e - (uint64_t)behind * (1ull << (sh + w->bits));
-    if (!tw__slot_publish(sl, w->cap, pos, epoch, value)) {
+    if (!tw__slot_publish(sl, w->cap, pos, round, value)) {
         tw__count_rare(s, TW_RARE_TOMBSTONED);
         return 1;
     }
@@ -335,11 +354,10 @@ static int place_once(tw_service *s, uint64_t value, uint64_t k)
     return TW_OK;
 }
 
-int tw__place(tw_service *s, uint32_t gen, uint32_t idx, uint64_t tick)
+int tw__place(tw_service *s, uint64_t entry, uint64_t tick)
 {
-    uint64_t value = tw__entry(gen, idx);
     for (;;) {
-        int rc = place_once(s, value, tick);
+        int rc = place_once(s, entry, tick);
         if (rc <= 0)
             return rc;
     }
@@ -347,17 +365,17 @@ int tw__place(tw_service *s, uint32_t gen, uint32_t idx, uint64_t tick)
 
 /* Internal placements (cascade, re-arm, reschedule) cannot hand an error
  * to anybody without losing a timer; out of memory there is fatal. */
-static void place_or_die(tw_service *s, uint32_t gen, uint32_t idx, uint64_t tick)
+static void place_or_die(tw_service *s, uint64_t entry, uint64_t tick)
 {
-    if (tw__place(s, gen, idx, tick) != TW_OK) {
+    if (tw__place(s, entry, tick) != TW_OK) {
         fputs("timerwheel: out of memory placing a timer\n", stderr);
         abort();
     }
 }
 
-void tw__place_internal(tw_service *s, uint32_t gen, uint32_t idx, uint64_t tick)
+void tw__place_internal(tw_service *s, uint64_t entry, uint64_t tick)
 {
-    place_or_die(s, gen, idx, tick);
+    place_or_die(s, entry, tick);
 }
 
 /* ---- the step (the drainer only) ------------------------------------------ */
@@ -374,9 +392,12 @@ static void occupancy_clear(tw_wheel *w, uint32_t l, uint32_t i)
 
 /* Placements beyond the fixed arrays are counted here, by the drainer, from
  * each slot's final count, not by an atomic add on every placement;
- * tw__wheel_overflowed adds what the slots hold now. */
-static void count_overflow(tw_wheel *w, uint32_t n)
+ * tw__wheel_overflowed adds what the slots hold now. The drainer also
+ * counts every position it takes out (compaction's bookkeeping). n is the
+ * sum over a slot's lanes. */
+static void count_removed(tw_wheel *w, uint32_t n)
 {
+    w->removed += n;
     if (n > w->cap) {
         /* Relaxed: a statistic; only the drainer writes it. */
         atomic_store_explicit(&w->overflowed,
@@ -389,11 +410,9 @@ static void count_overflow(tw_wheel *w, uint32_t n)
 static void drain_slot(tw_wheel *w, uint32_t l, uint32_t i, uint64_t target)
 {
     uint64_t next = next_epoch_after(w, l, i, target);
-    uint32_t rot = rot_of(w, l, next);
     occupancy_clear(w, l, i);
     for (uint32_t lane = 0; lane < w->lanes; lane++)
-        count_overflow(w, tw__slot_drain(slot_at(w, l, i, lane), w->cap, next, rot,
-                                         &w->taken));
+        count_removed(w, tw__slot_drain(slot_at(w, l, i, lane), w->cap, next, &w->taken));
 }
 
 static uint64_t slot_overflow_now(const tw_wheel *w, tw_slot *sl)
@@ -412,6 +431,23 @@ uint64_t tw__wheel_overflowed(tw_service *s)
         sum += slot_overflow_now(w, &w->slot[i]);
     for (int j = 0; j < LATE_SLOTS; j++)
         sum += slot_overflow_now(w, &w->late[j]);
+    return sum;
+}
+
+static uint64_t slot_count_now(tw_slot *sl)
+{
+    /* Relaxed: a statistic. */
+    return atomic_load_explicit(&sl->word, memory_order_relaxed) & TW_SLOT_COUNT_MASK;
+}
+
+uint64_t tw__wheel_entries(tw_service *s)
+{
+    tw_wheel *w = &s->wheel;
+    uint64_t sum = 0;
+    for (size_t i = 0; i < slots_total(w); i++)
+        sum += slot_count_now(&w->slot[i]);
+    for (int j = 0; j < LATE_SLOTS; j++)
+        sum += slot_count_now(&w->late[j]);
     return sum;
 }
 
@@ -451,21 +487,29 @@ static uint64_t due_order_key(const tw_service *s, uint64_t deadline, uint64_t t
     return tick * TW_SUBTICKS + (TW_SUBTICKS - 1) - tw__tick_floor(s, early * TW_SUBTICKS);
 }
 
-/* Claim a due timer for running, or place it again; skip a dead entry. */
+/* Claim a due timer for running, or place it again; drop a dead entry.
+ * Dead: the record moved on (another generation, not PENDING) or the
+ * entry is not its current placement (its tag is not the record's: the
+ * timer was placed again since, e.g. moved earlier, and that placement is
+ * in the wheel or about to be). Only a current entry is re-placed, and
+ * with its own tag, so the entries of a timer never outnumber its
+ * placements however often it moves. */
 static void take_entry(tw_service *s, uint64_t v, uint64_t T)
 {
     uint32_t idx = (uint32_t)v;
     tw_record *rec = tw__rec(&s->rec, idx);
-    /* Acquire: the record as its arming thread (or last owner) left it. */
+    /* Acquire: the record as its arming thread (or last owner) left it,
+     * and (tw__rec_tag) the seq its last lease release published. */
     uint64_t st = atomic_load_explicit(&rec->state, memory_order_acquire);
     for (;;) {
-        if (!tw__entry_matches(v, tw__gen(st)) || tw__st(st) != TW_ST_PENDING)
-            return; /* cancelled, fired, claimed through another entry, reused */
+        if (tw__st(st) != TW_ST_PENDING || tw__entry_tag(v) != tw__rec_tag(rec, st))
+            return; /* cancelled, fired, claimed, reused, or superseded */
         if (st & TW_F_LEASE) {
             /* A reschedule is writing the deadline: do not wait for it. Keep
-             * an entry at the next tick; it places its own if earlier. */
+             * this entry alive at the next tick, tag and all; if the holder
+             * places the timer itself, that placement's new tag retires it. */
             tw__count_rare(s, TW_RARE_LEASE_MET);
-            place_or_die(s, tw__gen(st), idx, T + 1);
+            place_or_die(s, v, T + 1);
             return;
         }
         /* Relaxed: ordered by the acquire of st; the CAS below fails if a
@@ -473,7 +517,7 @@ static void take_entry(tw_service *s, uint64_t v, uint64_t T)
         uint64_t deadline = atomic_load_explicit(&rec->deadline, memory_order_relaxed);
         uint64_t k = tw__tick_of(s, deadline);
         if (k > T) {
-            place_or_die(s, tw__gen(st), idx, k); /* cascade / pushed later */
+            place_or_die(s, v, k); /* cascade / pushed later */
             return;
         }
         TW_INJECT(TW_INJ_CASCADE);
@@ -565,10 +609,141 @@ void tw__wheel_step(tw_service *s, uint64_t T)
     for (uint32_t l = w->levels; l-- > 0;)
         drain_level(w, l, c, T);
     for (int j = 0; j < LATE_SLOTS; j++)
-        count_overflow(w, tw__slot_drain_late(&w->late[j], w->cap, &w->taken));
+        count_removed(w, tw__slot_drain_late(&w->late[j], w->cap, &w->taken));
     for (size_t n = 0; n < w->taken.n; n++)
         take_entry(s, w->taken.v[n], T);
     order_due(w);
+}
+
+/* ---- compaction (the drainer only) ---------------------------------------- */
+
+/*
+ * A cancelled timer, or a placement superseded by a move earlier, leaves its
+ * entry in a slot until that slot comes round, where the drain drops it
+ * (take_entry). One entry per such call is cheap while slots come round
+ * soon; a wheel whose timers are cancelled or pulled in long before their
+ * slots drain collects them (a session timeout of an hour, armed and
+ * cancelled a million times a second, would hold 3.6 billion). So the
+ * drainer keeps the entries in the wheel below twice the pending timers
+ * plus two per slot (or the slots' fixed capacity, if less): past that, it
+ * compacts slots (slots.c, tw__slot_compact), a few at a time after each
+ * step, round robin over the whole wheel, and places the live entries again.
+ * It learns the entry count from the producers' per-stripe reservation
+ * counts minus what it took out itself, so looking costs a read of each
+ * stripe's first line, not a walk of the wheel.
+ *
+ * Cost: each compacted position costs a read of its record, paid at most
+ * once per cancel or move that made it stale (a position is compacted only
+ * while stale ones are at least half of all), so it adds O(1) per call. A
+ * step compacts a sixteenth of the excess, between TW_COMPACT_MIN and
+ * TW_COMPACT_MAX positions (plus one slot), so a large excess goes in
+ * tens of steps without making one step long.
+ */
+#define TW_COMPACT_MIN 8192   /* positions a step compacts, at least ... */
+#define TW_COMPACT_MAX 65536  /* ... and at most (a sixteenth of the excess) */
+
+/* A live entry taken out of a slot collecting for `epoch` by compaction:
+ * place it again where its deadline says (most go back to the same slot),
+ * or, while a reschedule holds the lease, back at `epoch`, tag and all. */
+static void keep_entry(tw_service *s, uint64_t v, uint64_t epoch)
+{
+    uint32_t idx = (uint32_t)v;
+    tw_record *rec = tw__rec(&s->rec, idx);
+    /* Acquire: as in take_entry. */
+    uint64_t st = atomic_load_explicit(&rec->state, memory_order_acquire);
+    if (tw__st(st) != TW_ST_PENDING || tw__entry_tag(v) != tw__rec_tag(rec, st))
+        return; /* stale: what compaction is for */
+    if (st & TW_F_LEASE) {
+        place_or_die(s, v, epoch);
+        return;
+    }
+    /* Relaxed: as in take_entry. A deadline moved meanwhile is fine: the
+     * entry is a hint, and the drain that meets it reads the record. */
+    uint64_t deadline = atomic_load_explicit(&rec->deadline, memory_order_relaxed);
+    place_or_die(s, v, tw__tick_of(s, deadline));
+}
+
+/* Compact slot i of level l, every lane of it (they share an occupancy
+ * bit), if it holds anything and is not about to drain anyway. Returns
+ * the positions it took out. */
+static uint32_t compact_one(tw_service *s, uint32_t l, uint32_t i, uint64_t c)
+{
+    tw_wheel *w = &s->wheel;
+    uint64_t held = 0;
+    for (uint32_t lane = 0; lane < w->lanes; lane++) {
+        /* Relaxed: a first look; the close decides. */
+        held |= atomic_load_explicit(&slot_at(w, l, i, lane)->word, memory_order_relaxed) &
+                TW_SLOT_COUNT_MASK;
+    }
+    if (held == 0 || next_epoch_after(w, l, i, c) <= c + 1)
+        return 0; /* empty, or the next step drains it */
+    uint64_t epoch = next_epoch_after(w, l, i, c);
+    uint32_t n = 0;
+    w->taken.n = 0;
+    occupancy_clear(w, l, i); /* set again by the entries placed back */
+    for (uint32_t lane = 0; lane < w->lanes; lane++)
+        n += tw__slot_compact(slot_at(w, l, i, lane), w->cap, &w->taken);
+    count_removed(w, n);
+    for (size_t j = 0; j < w->taken.n; j++)
+        keep_entry(s, w->taken.v[j], epoch);
+    return n;
+}
+
+uint64_t tw__wheel_entries_estimate(tw_service *s)
+{
+    uint64_t reserved = tw__reserved_total(s);
+    return reserved > s->wheel.removed ? reserved - s->wheel.removed : 0;
+}
+
+/* Compact the slots producers marked as grown (grew_mark), while left
+ * behind entries are at least half of the wheel's: the growth is theirs
+ * then, not a burst of live timers (which compaction would only move). */
+static uint64_t compact_grown(tw_service *s, uint64_t c)
+{
+    tw_wheel *w = &s->wheel;
+    uint64_t done = 0;
+    for (uint32_t l = 0; l < w->levels; l++) {
+        for (uint32_t k = 0; k < w->occ_words; k++) {
+            /* Relaxed: see grew_mark. */
+            uint64_t bits = atomic_exchange_explicit(&w->grew[(size_t)l * w->occ_words + k], 0,
+                                                     memory_order_relaxed);
+            while (bits) {
+                uint32_t i = k * 64 + (uint32_t)__builtin_ctzll(bits);
+                bits &= bits - 1;
+                done += compact_one(s, l, i, c);
+            }
+        }
+    }
+    return done;
+}
+
+bool tw__wheel_maintain(tw_service *s)
+{
+    tw_wheel *w = &s->wheel;
+    uint64_t entries = tw__wheel_entries_estimate(s);
+    uint64_t pending = tw__pending(s);
+    /* Relaxed: only the drainer writes cur. */
+    uint64_t c = atomic_load_explicit(&w->cur, memory_order_relaxed);
+    if (entries > 2 * pending) {
+        uint64_t grown = compact_grown(s, c);
+        w->compacted += grown;
+        entries -= grown < entries ? grown : entries;
+    }
+    uint64_t allowed = 2 * pending + w->compact_slack;
+    if (entries <= allowed)
+        return false;
+    uint64_t budget = (entries - allowed) / 16;
+    budget = budget < TW_COMPACT_MIN ? TW_COMPACT_MIN : budget;
+    budget = budget > TW_COMPACT_MAX ? TW_COMPACT_MAX : budget;
+    uint64_t done = 0;
+    size_t total = (size_t)w->levels * w->nslots;
+    for (size_t seen = 0; seen < total && done < budget; seen++) {
+        size_t k = w->compact_at;
+        done += compact_one(s, (uint32_t)(k / w->nslots), (uint32_t)(k % w->nslots), c);
+        w->compact_at = (k + 1) % total;
+    }
+    w->compacted += done;
+    return entries - done > allowed;
 }
 
 /* ---- the idle scan (the drainer only) ------------------------------------- */
@@ -617,7 +792,8 @@ typedef struct check_ctx {
     tw_service *s;
     char *buf;
     size_t len;
-    uint64_t *first_epoch; /* per record: earliest epoch of a live entry */
+    uint64_t *first_epoch; /* per record: epoch of its current entry (0: late) */
+    uint32_t *current;     /* per record: entries carrying its current tag */
     uint32_t high;
     uint64_t unpublished;  /* reserved positions never published */
     uint64_t dropped;      /* reservations dropped (TW_RARE_RAN_AWAY) */
@@ -634,6 +810,10 @@ static int check_entries(check_ctx *x, tw_slot *sl, uint64_t epoch, bool late)
 {
     tw_wheel *w = &x->s->wheel;
     uint64_t word = atomic_load_explicit(&sl->word, memory_order_acquire);
+    uint64_t round = atomic_load_explicit(&sl->seq, memory_order_acquire);
+    if (((word >> TW_SLOT_SEQ_SHIFT) & TW_SLOT_SEQ_MASK) != (round & TW_SLOT_SEQ_MASK))
+        return fail(x, "slot word shows round %llu, seq is %llu (epoch %llu)",
+                    (word >> TW_SLOT_SEQ_SHIFT) & TW_SLOT_SEQ_MASK, round, epoch);
     uint32_t n = (uint32_t)(word & TW_SLOT_COUNT_MASK);
     if (word & TW_SLOT_CLOSED)
         return fail(x, "slot closed at rest (epoch %llu)%llu%llu", epoch, 0, 0);
@@ -651,7 +831,7 @@ static int check_entries(check_ctx *x, tw_slot *sl, uint64_t epoch, bool late)
                             p, epoch, 0);
             continue;
         }
-        if (p >= n && ((v & TW_ENTRY_VALUE) || (!late && v > epoch)))
+        if (p >= n && ((v & TW_ENTRY_VALUE) || v > round))
             return fail(x, "entry %llu past count holds %llx (epoch %llu)", p, v, epoch);
         if (p < n) {
             uint32_t idx = (uint32_t)v;
@@ -659,8 +839,11 @@ static int check_entries(check_ctx *x, tw_slot *sl, uint64_t epoch, bool late)
                 return fail(x, "entry names record %llu beyond %llu%llu", idx, x->high, 0);
             tw_record *rec = tw__rec(&x->s->rec, idx);
             uint64_t st = atomic_load_explicit(&rec->state, memory_order_acquire);
-            if (tw__entry_matches(v, tw__gen(st)) && x->first_epoch[idx] > epoch)
-                x->first_epoch[idx] = late ? 0 : epoch;
+            if (tw__st(st) == TW_ST_PENDING && tw__entry_tag(v) == tw__rec_tag(rec, st)) {
+                x->current[idx]++;
+                if (x->first_epoch[idx] > epoch)
+                    x->first_epoch[idx] = late ? 0 : epoch;
+            }
         }
     }
     return 0;
@@ -675,7 +858,7 @@ static int check_slots(check_ctx *x)
         tw_slot *sl = &w->slot[k];
         uint64_t e = next_epoch_after(w, l, i, c);
         uint64_t word = atomic_load_explicit(&sl->word, memory_order_acquire);
-        if (tw__slot_rot(word) != rot_of(w, l, e))
+        if (atomic_load_explicit(&sl->epoch, memory_order_acquire) != e)
             return fail(x, "slot %llu of level %llu not open for epoch %llu", i, l, e);
         uint64_t occ = atomic_load_explicit(&w->occ[(size_t)l * w->occ_words + i / 64],
                                             memory_order_acquire);
@@ -716,6 +899,11 @@ static int check_records(check_ctx *x, uint64_t *pending)
         if (x->first_epoch[idx] > k)
             return fail(x, "pending record %llu (due tick %llu) has no entry at or "
                            "before it (earliest %llu)", idx, k, x->first_epoch[idx]);
+        /* One placement at rest: a second current entry would be a copy
+         * that the drain re-places along with the first. */
+        if (x->current[idx] != 1)
+            return fail(x, "pending record %llu has %llu current entries, not one%llu",
+                        idx, x->current[idx], 0);
     }
     return 0;
 }
@@ -742,7 +930,10 @@ int tw__check(tw_service *s, char *buf, size_t len)
     check_ctx x = {.s = s, .buf = buf, .len = len, .high = tw__records_high(&s->rec),
                    .dropped = tw__rare_total(s, TW_RARE_RAN_AWAY)};
     x.first_epoch = malloc(((size_t)x.high + 1) * sizeof *x.first_epoch);
-    if (!x.first_epoch) {
+    x.current = calloc((size_t)x.high + 1, sizeof *x.current);
+    if (!x.first_epoch || !x.current) {
+        free(x.first_epoch);
+        free(x.current);
         snprintf(buf, len, "checker out of memory");
         return -1;
     }
@@ -762,6 +953,7 @@ int tw__check(tw_service *s, char *buf, size_t len)
                       st.pending, pending, 0);
     }
     free(x.first_epoch);
+    free(x.current);
     if (!rc && len)
         buf[0] = '\0';
     return rc;

@@ -101,14 +101,31 @@ void tw__wait_not_running(tw_service *s, tw_record *rec, uint32_t gen)
 
 /* ---- running one timer ----------------------------------------------------- */
 
+/* The deadline of a periodic timer's next run, when the run due at
+ * `deadline` ends: the next on its grid (deadline + k * period, k >= 1,
+ * fixed rate) that is not missed. A run is missed when, as this one ends,
+ * MANUAL: its due tick was processed already (tw_advance ran that tick
+ * while this run was pending or running), MONOTONIC: its deadline has
+ * passed. The MANUAL rule does not look at the clock given to tw_advance:
+ * a clock past a deadline whose tick is still to come misses nothing
+ * (issue 12: a quarter-tick step, then a tick's, ran the timer every other
+ * tick). */
 uint64_t tw__next_period_deadline(const tw_service *s, uint64_t deadline, uint64_t period)
 {
-    uint64_t now = tw__clock_read(s) - s->origin;
+    uint64_t passed; /* runs at or before this are missed */
+    if (s->cfg.clock == TW_CLOCK_MANUAL) {
+        /* Relaxed: the runner is the advancing thread, which wrote cur. */
+        uint64_t cur = atomic_load_explicit(&((tw_service *)s)->wheel.cur,
+                                            memory_order_relaxed);
+        passed = cur > UINT64_MAX / s->cfg.tick_ns ? UINT64_MAX : cur * s->cfg.tick_ns;
+    } else {
+        passed = tw__clock_read(s) - s->origin;
+    }
     uint64_t next = deadline + period;
-    if (next > now)
+    if (next > passed)
         return next;
-    /* Overran whole periods: skip the missed runs, keep the phase. */
-    return deadline + ((now - deadline) / period + 1) * period;
+    /* Missed whole periods: skip them, keep the phase. */
+    return deadline + ((passed - deadline) / period + 1) * period;
 }
 
 static void finish_oneshot(tw_service *s, tw_record *rec, uint32_t idx, uint64_t st)
@@ -228,6 +245,8 @@ static uint64_t run_timer_at(tw_service *s, tw_timer h, uint64_t now)
     TW_COUNT(s, fired, 1);
     if (periodic)
         TW_COUNT(s, periodic_runs, 1);
+    else
+        tw__budget_give(s); /* a one-shot is no longer pending once it starts */
     tw__note_lateness(s, now - deadline);
 
     tw_running_tls saved = tw__self;
@@ -263,15 +282,21 @@ static void run_inline(tw_service *s, const uint64_t *pairs, size_t n)
         tw__run_timer(s, pairs[2 * i + 1]);
 }
 
+/* Wake one sleeping worker, if any: for a new batch, or to help with one. */
+static void wake_one_worker(tw_pool *p)
+{
+    /* Seq_cst: bump the word before looking for sleepers (see top). */
+    atomic_fetch_add_explicit(&p->work_seq, 1, memory_order_seq_cst);
+    if (atomic_load_explicit(&p->sleepers, memory_order_seq_cst))
+        futex_async((int32_t *)&p->work_seq, FUTEX_WAKE, 1, NULL, NULL, 0);
+}
+
 static void pool_enqueue(tw_service *s, tw_batch *b)
 {
     tw_pool *p = &s->pool;
     cds_wfcq_node_init(&b->node);
     cds_wfcq_enqueue(&p->head, &p->tail, &b->node);
-    /* Seq_cst: bump the word before looking for sleepers (see top). */
-    atomic_fetch_add_explicit(&p->work_seq, 1, memory_order_seq_cst);
-    if (atomic_load_explicit(&p->sleepers, memory_order_seq_cst))
-        futex_async((int32_t *)&p->work_seq, FUTEX_WAKE, 1, NULL, NULL, 0);
+    wake_one_worker(p);
 }
 
 /* A batch for the drainer to fill: one the workers gave back, else a new
@@ -285,7 +310,28 @@ static tw_batch *batch_get(tw_pool *p)
     /* The double-underscore dequeue leaves mutual exclusion among dequeuers
      * to us: only the drainer (one thread at a time) takes spare batches. */
     struct cds_wfcq_node *node = __cds_wfcq_dequeue_blocking(&p->spare_head, &p->spare_tail);
-    return node ? caa_container_of(node, tw_batch, node) : malloc(sizeof(tw_batch));
+    if (node)
+        return caa_container_of(node, tw_batch, node);
+    tw_batch *b = malloc(sizeof(tw_batch));
+    if (b) {
+        atomic_init(&b->lo, 0);
+        atomic_init(&b->take, 0);
+    }
+    return b;
+}
+
+/* Fill b with n handles from the due pairs: a new generation, so that a
+ * stealer still holding an older one of this batch fails its CAS. */
+static void batch_fill(tw_batch *b, const uint64_t *pairs, size_t n)
+{
+    /* Relaxed (these and lo): published by the release store below. */
+    for (size_t k = 0; k < n; k++)
+        atomic_store_explicit(&b->h[k], pairs[2 * k + 1], memory_order_relaxed);
+    atomic_store_explicit(&b->lo, 0, memory_order_relaxed);
+    uint64_t gen = (atomic_load_explicit(&b->take, memory_order_relaxed) >> 32) + 1;
+    /* Release: a stealer that reads this generation (acquire) sees the
+     * handles and lo; the queue's own hand-off orders them for the owner. */
+    atomic_store_explicit(&b->take, gen << 32 | n, memory_order_release);
 }
 
 static void batch_give_back(tw_pool *p, tw_batch *b)
@@ -300,7 +346,7 @@ static tw_batch *pool_take(tw_pool *p)
     return node ? caa_container_of(node, tw_batch, node) : NULL;
 }
 
-/* How far ahead run_batch prefetches records, and how often it reads the
+/* How far ahead the owner prefetches records, and how often it reads the
  * clock for the lateness figures. */
 #define PREFETCH_AHEAD 8
 #define CLOCK_EVERY    8
@@ -346,11 +392,21 @@ static bool wait_until(tw_service *s, uint64_t t)
     }
 }
 
-/* A clock read costs as much as a short callback (26 ns on a VM's
- * kvm-clock), so the lateness reading is refreshed every CLOCK_EVERY runs:
- * each run's lateness is measured at most that many batch-mates before
- * its start, an under-estimate by at most their run time. A timer whose
- * deadline is after the reading waits for it (fresh readings). */
+/* Run handle h, waiting for its deadline if it was claimed ahead of it.
+ * *now is the service time the lateness is measured from (a clock read
+ * costs as much as a short callback, 26 ns on a VM's kvm-clock, so callers
+ * refresh it every CLOCK_EVERY runs: each run's lateness is measured at
+ * most that many batch-mates before its start, an under-estimate by at
+ * most their run time). */
+static void run_handle(tw_service *s, tw_timer h, uint64_t *now)
+{
+    for (uint64_t early; (early = run_timer_at(s, h, *now)) != 0;) {
+        if (!wait_until(s, release_time(s, early)))
+            return; /* stopping: the stop sweep has dropped it */
+        *now = tw__clock_read(s) - s->origin;
+    }
+}
+
 static void run_handles(tw_service *s, const tw_timer *h, uint32_t n)
 {
     uint64_t now = 0;
@@ -359,17 +415,116 @@ static void run_handles(tw_service *s, const tw_timer *h, uint32_t n)
             prefetch_record(s, h[i + PREFETCH_AHEAD]);
         if (i % CLOCK_EVERY == 0)
             now = tw__clock_read(s) - s->origin;
-        for (uint64_t early; (early = run_timer_at(s, h[i], now)) != 0;) {
-            if (!wait_until(s, release_time(s, early)))
-                break; /* stopping: the stop sweep has dropped it */
-            now = tw__clock_read(s) - s->origin;
+        run_handle(s, h[i], &now);
+    }
+}
+
+/*
+ * Stealing. A batch holds up to a quarter of a step's due timers per
+ * worker; its owner runs them from the front. A callback that blocks would
+ * hold its batch-mates back while another worker idles, so an idle worker
+ * takes handles from the back of a batch another worker is running: it
+ * lowers `hi` by a CAS on the batch's take word (generation | hi), one
+ * handle at a time, and runs that handle. The owner stores its progress in
+ * `lo` and stops when it reaches `hi`. Near the meeting point both may try
+ * the same handle; the record's FIRING -> RUNNING CAS lets one run it, as
+ * it does for a cancel racing a run. A stealer reads the handle before its
+ * CAS, which succeeds only if the batch is still in the generation it read
+ * (the drainer stores a new one when it fills a batch again), so a stealer
+ * with a stale pointer never takes a handle out of a newer batch without
+ * running it.
+ *
+ * Who steals: the owner of a batch of two or more wakes one sleeping
+ * worker when it starts (a worker asleep then would sleep through the
+ * owner's blocking callback); a worker with nothing queued looks for a
+ * batch to steal from before it sleeps; and a stealer that leaves more
+ * behind wakes one more sleeper. The owner publishes its batch (seq_cst)
+ * and then looks for sleepers; a worker announces itself a sleeper
+ * (seq_cst) and then looks at the batches: one of the two sees the other.
+ * So a due timer waits for a worker only while every worker is busy
+ * (issue 12: two timers due in one tick used to share a batch, and the
+ * second waited for the first's blocking callback with a worker idle).
+ * Before, handing the rest of a batch back before each callback isolated
+ * slow callbacks too, but two workers then passed batches back and forth
+ * with a wake-up per callback; stealing costs the owner a relaxed store
+ * and a load per callback and a wake-up per batch when a worker is asleep.
+ */
+static bool batch_steal(tw_batch *b, tw_timer *h)
+{
+    /* Acquire: this generation's handles and lo (batch_fill's release). */
+    uint64_t t = atomic_load_explicit(&b->take, memory_order_acquire);
+    for (;;) {
+        uint32_t hi = (uint32_t)t;
+        /* Relaxed: a stale lo only makes us try a handle its owner tries too. */
+        if (hi == 0 || hi <= atomic_load_explicit(&b->lo, memory_order_relaxed))
+            return false;
+        /* Relaxed: the CAS below vouches for it (same generation). */
+        tw_timer x = atomic_load_explicit(&b->h[hi - 1], memory_order_relaxed);
+        /* Acquire: as the load above, on failure too. */
+        if (atomic_compare_exchange_weak_explicit(&b->take, &t, t - 1, memory_order_acquire,
+                                                  memory_order_acquire)) {
+            *h = x;
+            return true;
         }
     }
 }
 
-static void run_batch(tw_service *s, tw_batch *b)
+/* Take one handle from another worker's batch; *more: some remain there. */
+static bool steal_one(tw_service *s, const tw_worker *me, tw_timer *h, bool *more)
 {
-    run_handles(s, b->h, b->n);
+    tw_pool *p = &s->pool;
+    for (uint32_t k = 1; k < p->nworkers; k++) {
+        tw_worker *w = &p->worker[(me->idx + k) % p->nworkers];
+        /* Seq_cst: the sleeper's half of the pairing with the owner's
+         * publish (see above). */
+        tw_batch *b = atomic_load_explicit(&w->cur, memory_order_seq_cst);
+        if (b && batch_steal(b, h)) {
+            *more = (uint32_t)atomic_load_explicit(&b->take, memory_order_relaxed) >
+                    atomic_load_explicit(&b->lo, memory_order_relaxed);
+            return true;
+        }
+    }
+    return false;
+}
+
+static void run_stolen(tw_service *s, const tw_worker *me)
+{
+    tw_timer h;
+    bool more;
+    while (steal_one(s, me, &h, &more)) {
+        if (more)
+            wake_one_worker(&s->pool);
+        uint64_t now = tw__clock_read(s) - s->origin;
+        run_handle(s, h, &now);
+    }
+}
+
+static void run_batch(tw_service *s, tw_worker *me, tw_batch *b)
+{
+    /* Seq_cst: stealers find it (the owner's half of the pairing). */
+    atomic_store_explicit(&me->cur, b, memory_order_seq_cst);
+    /* Relaxed: the owner filled or received it; only stealers lower hi. */
+    uint32_t n = (uint32_t)atomic_load_explicit(&b->take, memory_order_relaxed);
+    if (n >= 2 && atomic_load_explicit(&s->pool.sleepers, memory_order_seq_cst))
+        wake_one_worker(&s->pool);
+    uint64_t now = 0;
+    for (uint32_t i = 0;; i++) {
+        /* Relaxed: a stale hi only makes us try a handle a stealer took. */
+        uint32_t hi = (uint32_t)atomic_load_explicit(&b->take, memory_order_relaxed);
+        if (i >= hi)
+            break;
+        /* Relaxed: progress for stealers, a hint (see above). */
+        atomic_store_explicit(&b->lo, i + 1, memory_order_relaxed);
+        /* Relaxed: ours since the queue handed the batch over. */
+        if (i + PREFETCH_AHEAD < hi)
+            prefetch_record(s, atomic_load_explicit(&b->h[i + PREFETCH_AHEAD],
+                                                    memory_order_relaxed));
+        if (i % CLOCK_EVERY == 0)
+            now = tw__clock_read(s) - s->origin;
+        run_handle(s, atomic_load_explicit(&b->h[i], memory_order_relaxed), &now);
+    }
+    /* Release: stealers that still see the batch read a finished one. */
+    atomic_store_explicit(&me->cur, NULL, memory_order_release);
     batch_give_back(&s->pool, b);
 }
 
@@ -394,8 +549,8 @@ void tw__deliver(tw_service *s)
         return;
     }
     /* Batches small enough that every worker gets several (a slow callback
-     * then holds up only its few batch-mates), large enough that a burst of
-     * a million moves in 256s. */
+     * then holds up only its few batch-mates until a stealer comes), large
+     * enough that a burst of a million moves in 256s. */
     size_t per = (n + 4 * (size_t)s->pool.nthreads - 1) / (4 * (size_t)s->pool.nthreads);
     if (per < TW_BATCH_MIN)
         per = TW_BATCH_MIN;
@@ -407,9 +562,7 @@ void tw__deliver(tw_service *s)
         if (!b) {
             run_here(s, due->v + 2 * i, take); /* never lose a due timer */
         } else {
-            b->n = (uint32_t)take;
-            for (size_t k = 0; k < take; k++)
-                b->h[k] = due->v[2 * (i + k) + 1];
+            batch_fill(b, due->v + 2 * i, take);
             pool_enqueue(s, b);
         }
         i += take;
@@ -419,7 +572,8 @@ void tw__deliver(tw_service *s)
 
 static void *worker_main(void *arg)
 {
-    tw_service *s = arg;
+    tw_worker *me = arg;
+    tw_service *s = me->s;
     /* Releases a tick's timers in quarters of a tick: ask for no timer
      * slack (50 us by default). Failure only costs slack. */
     (void)prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
@@ -429,13 +583,23 @@ static void *worker_main(void *arg)
         int32_t seq = atomic_load_explicit(&p->work_seq, memory_order_seq_cst);
         tw_batch *b = pool_take(p);
         if (b) {
-            run_batch(s, b);
+            run_batch(s, me, b);
             continue;
         }
+        run_stolen(s, me);
         /* Acquire: pairs with tw__pool_quit's release store. */
         if (atomic_load_explicit(&p->quit, memory_order_acquire))
             return NULL;
         atomic_fetch_add_explicit(&p->sleepers, 1, memory_order_seq_cst);
+        /* Look again, now that an owner that starts a batch sees us. */
+        tw_timer h;
+        bool more;
+        if (steal_one(s, me, &h, &more)) {
+            atomic_fetch_sub_explicit(&p->sleepers, 1, memory_order_seq_cst);
+            uint64_t now = tw__clock_read(s) - s->origin;
+            run_handle(s, h, &now);
+            continue;
+        }
         futex_wait_ns(&p->work_seq, seq, 0);
         atomic_fetch_sub_explicit(&p->sleepers, 1, memory_order_seq_cst);
     }
@@ -454,10 +618,17 @@ int tw__pool_start(tw_service *s, uint32_t nthreads)
     if (nthreads == 0)
         return TW_OK;
     p->threads = calloc(nthreads, sizeof *p->threads);
-    if (!p->threads)
+    p->worker = aligned_alloc(TW_CACHELINE, nthreads * sizeof *p->worker);
+    if (!p->threads || !p->worker)
         return TW_ENOMEM;
     for (uint32_t i = 0; i < nthreads; i++) {
-        if (pthread_create(&p->threads[i], NULL, worker_main, s) != 0)
+        p->worker[i].s = s;
+        p->worker[i].idx = i;
+        atomic_init(&p->worker[i].cur, NULL);
+    }
+    p->nworkers = nthreads; /* seen by every worker: written before they start */
+    for (uint32_t i = 0; i < nthreads; i++) {
+        if (pthread_create(&p->threads[i], NULL, worker_main, &p->worker[i]) != 0)
             return TW_EAGAIN;
         /* As the cursor's (cursor.c). */
         (void)pthread_setname_np(p->threads[i], "tw-worker");
@@ -487,6 +658,8 @@ void tw__pool_quit(tw_service *s)
         free(caa_container_of(node, tw_batch, node));
     free(p->threads);
     p->threads = NULL;
+    free(p->worker);
+    p->worker = NULL;
     cds_wfcq_destroy(&p->head, &p->tail);
     cds_wfcq_destroy(&p->spare_head, &p->spare_tail);
 }

@@ -97,6 +97,19 @@ static inline void st_sleep_ns(uint64_t ns)
     }
 }
 
+/* The process's resident set, in MB (/proc/self/statm). */
+static inline double st_rss_mb(void)
+{
+    unsigned long size = 0, resident = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f || fscanf(f, "%lu %lu", &size, &resident) != 2) {
+        fprintf(stderr, "cannot read /proc/self/statm\n");
+        exit(2);
+    }
+    fclose(f);
+    return (double)resident * (double)sysconf(_SC_PAGESIZE) / 1048576.0;
+}
+
 /* ---- random (xorshift64*, one per thread) -------------------------------- */
 
 typedef struct st_rng { uint64_t x; } st_rng;

@@ -156,7 +156,7 @@ static int enomem_child(void)
     tw_service *s = t_service(T_MS, 64, 1);
     tw_timer h;
     if (tw_schedule(s, 5 * T_MS, t_noop, NULL, &h) != TW_OK)
-        return 10; /* fills the slot's fixed array */
+        return 10; /* makes the slot's fixed array: the arena's first chunk */
     unsigned long pages = 0;
     FILE *f = fopen("/proc/self/statm", "r");
     if (!f || fscanf(f, "%lu", &pages) != 1)
@@ -170,12 +170,19 @@ static int enomem_child(void)
     tw__arena_init(&a);
     if (tw__arena_alloc(&a, 4096) != NULL)
         return 13; /* a 256 KiB chunk cannot be mapped */
-    int rc = tw_schedule(s, 5 * T_MS, t_noop, NULL, &h);
+    /* The slot's segments fill what is left of the first chunk (256 KiB,
+     * fewer than 32768 entries); the segment after that needs a new chunk. */
+    uint64_t armed = 1;
+    int rc;
+    while ((rc = tw_schedule(s, 5 * T_MS, t_noop, NULL, &h)) == TW_OK) {
+        if (++armed > 40000)
+            return 14; /* never refused */
+    }
     if (rc != TW_ENOMEM)
-        return 14;
+        return 16;
     tw_stats st;
     tw_stats_get(s, &st);
-    if (st.scheduled != 1 || st.pending != 1)
+    if (st.scheduled != armed || st.pending != armed)
         return 15;
     return 0;
 }

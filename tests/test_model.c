@@ -458,8 +458,10 @@ static void m_cb(tw_timer t, void *arg)
         if (m->moved) {
             m->deadline = m->moved_to;
         } else {
-            uint64_t d = m->deadline, p = m->period;
-            m->deadline = d + p > now ? d + p : d + ((now - d) / p + 1) * p;
+            /* Missed: a run whose due tick this advance processed already
+             * (MANUAL's rule, workers.c tw__next_period_deadline). */
+            uint64_t d = m->deadline, p = m->period, passed = now / M.tick * M.tick;
+            m->deadline = d + p > passed ? d + p : d + ((passed - d) / p + 1) * p;
         }
     }
 }

@@ -147,16 +147,18 @@ static tw_service *capped(uint64_t max)
 
 typedef struct inner {
     tw_service *s;
-    int rc;
+    int rc[2];
     int runs;
 } inner;
 
+/* Arms two replacements from inside its own run. */
 static void schedule_inside(tw_timer t, void *arg)
 {
     (void)t;
     inner *x = arg;
     x->runs++;
-    x->rc = tw_schedule(x->s, T_MS, t_noop, NULL, NULL);
+    x->rc[0] = tw_schedule(x->s, T_MS, t_noop, NULL, NULL);
+    x->rc[1] = tw_schedule(x->s, T_MS, t_noop, NULL, NULL);
 }
 
 static void max_timers_eagain_then_recovery(void **state)
@@ -201,17 +203,27 @@ static void max_timers_eagain_then_recovery(void **state)
     tw_destroy(s);
 }
 
-/* a one-shot is in use until its callback returned */
-static void max_timers_counts_running_oneshot_until_it_returns(void **state)
+/* max_timers counts pending timers (the contract): a one-shot stops being
+ * pending when its callback starts, so that callback can arm one
+ * replacement; a second one finds the cap full (issue 12: the cap used to
+ * count the running one until it returned). */
+static void max_timers_counts_pending_not_running(void **state)
 {
     (void)state;
-    tw_service *s = capped(1);
-    inner x = {.s = s, .rc = 99};
+    tw_service *s = capped(3);
+    inner x = {.s = s, .rc = {99, 99}};
     ASSERT_RC(tw_schedule(s, T_MS, schedule_inside, &x, NULL), TW_OK);
+    ASSERT_RC(tw_schedule(s, 10 * T_MS, t_noop, NULL, NULL), TW_OK);
+    ASSERT_RC(tw_schedule(s, 10 * T_MS, t_noop, NULL, NULL), TW_OK);
+    ASSERT_RC(tw_schedule(s, 10 * T_MS, t_noop, NULL, NULL), TW_EAGAIN);
     ADVANCE(s, 2 * T_MS);
     assert_int_equal(x.runs, 1);
-    ASSERT_RC(x.rc, TW_EAGAIN);
-    ASSERT_RC(tw_schedule(s, T_MS, t_noop, NULL, NULL), TW_OK); /* returned: free */
+    ASSERT_RC(x.rc[0], TW_OK);
+    ASSERT_RC(x.rc[1], TW_EAGAIN);
+    tw_stats st;
+    t_stats(s, &st);
+    assert_int_equal(st.pending, 3);
+    ASSERT_RC(tw_schedule(s, T_MS, t_noop, NULL, NULL), TW_EAGAIN);
     tw_destroy(s);
 }
 
@@ -248,7 +260,7 @@ int main(void)
         cmocka_unit_test_setup(overflowed_upper_level_slot_cascades_all, setup),
         cmocka_unit_test_setup(overflowed_slot_is_reused_every_rotation, setup),
         cmocka_unit_test_setup(max_timers_eagain_then_recovery, setup),
-        cmocka_unit_test_setup(max_timers_counts_running_oneshot_until_it_returns, setup),
+        cmocka_unit_test_setup(max_timers_counts_pending_not_running, setup),
         cmocka_unit_test_setup(max_timers_one_many_cycles, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

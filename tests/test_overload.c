@@ -173,6 +173,127 @@ static void max_timers_cap(void **state)
     tw_destroy(s);
 }
 
+/* max_timers from several threads: the cap is enforced with units cached
+ * per thread (service.c, budgets), and TW_EAGAIN is exact: it comes only
+ * when every unit is held by a pending timer. Threads fill the cap until
+ * each is refused: together they armed exactly max_timers; after cancels
+ * on some threads, the others can use the units those gave back. */
+enum { EX_THREADS = 4, EX_MAX = 5000 };
+
+typedef struct ex_thread {
+    tw_service *s;
+    pthread_t th;
+    tw_timer h[EX_MAX];
+    int n;          /* handles held */
+    int cancel_half;
+} ex_thread;
+
+static pthread_barrier_t ex_start;
+
+static void *ex_fill(void *arg)
+{
+    ex_thread *t = arg;
+    pthread_barrier_wait(&ex_start);
+    if (t->cancel_half) {
+        int keep = t->n / 2;
+        for (int i = keep; i < t->n; i++)
+            if (tw_cancel(t->s, t->h[i]) != TW_OK)
+                fail_msg("cancel failed");
+        t->n = keep;
+    }
+    int rc;
+    while ((rc = tw_schedule(t->s, 3600 * T_S, t_noop, NULL, &t->h[t->n])) == TW_OK)
+        t->n++;
+    if (rc != TW_EAGAIN)
+        fail_msg("tw_schedule returned %s", t_code(rc));
+    return NULL;
+}
+
+static int ex_round(ex_thread *t, int cancel_mask)
+{
+    pthread_barrier_init(&ex_start, NULL, EX_THREADS);
+    for (int i = 0; i < EX_THREADS; i++) {
+        t[i].cancel_half = (cancel_mask >> i) & 1;
+        assert_int_equal(pthread_create(&t[i].th, NULL, ex_fill, &t[i]), 0);
+    }
+    int total = 0;
+    for (int i = 0; i < EX_THREADS; i++) {
+        pthread_join(t[i].th, NULL);
+        total += t[i].n;
+    }
+    pthread_barrier_destroy(&ex_start);
+    return total;
+}
+
+static void max_timers_eagain_is_exact_across_threads(void **state)
+{
+    (void)state;
+    tw_config c;
+    tw_config_init(&c);
+    c.clock = TW_CLOCK_MANUAL;
+    c.max_timers = EX_MAX;
+    tw_service *s = t_service_cfg(&c);
+    static ex_thread t[EX_THREADS];
+    for (int i = 0; i < EX_THREADS; i++)
+        t[i] = (ex_thread){.s = s};
+    assert_int_equal(ex_round(t, 0), EX_MAX);
+    /* Threads 0 and 2 cancel half of theirs; every thread fills up again:
+     * the units given back on two threads' stripes reach all of them. */
+    for (int r = 1; r < 6; r++)
+        assert_int_equal(ex_round(t, r % 2 ? 0x5 : 0xa), EX_MAX);
+    tw_stats st;
+    t_stats(s, &st);
+    assert_int_equal(st.pending, EX_MAX);
+    /* One cancelled on a thread, one armed on another: the unit moves. */
+    ASSERT_RC(tw_schedule(s, T_S, t_noop, NULL, NULL), TW_EAGAIN);
+    ASSERT_RC(tw_cancel(s, t[1].h[0]), TW_OK);
+    t[1].h[0] = 0;
+    ex_thread *last = &t[3];
+    last->cancel_half = 0;
+    assert_int_equal(pthread_create(&last->th, NULL, ex_fill, last), 0);
+    pthread_barrier_init(&ex_start, NULL, 1);
+    pthread_join(last->th, NULL);
+    pthread_barrier_destroy(&ex_start);
+    t_stats(s, &st);
+    assert_int_equal(st.pending, EX_MAX);
+    CHECK(s);
+    tw_destroy(s);
+}
+
+/* The cap counts pending timers: every callback of a full service arms
+ * its replacement, on the worker threads, and is never refused. */
+static atomic_int rep_refused, rep_runs;
+static tw_service *rep_s;
+static void replace_self(tw_timer t, void *arg)
+{
+    (void)t;
+    (void)arg;
+    if (atomic_fetch_add(&rep_runs, 1) >= 20000)
+        return;
+    if (tw_schedule(rep_s, T_MS, replace_self, NULL, NULL) != TW_OK)
+        atomic_fetch_add(&rep_refused, 1);
+}
+
+static void max_timers_full_service_replaces_from_callbacks(void **state)
+{
+    (void)state;
+    tw_config c;
+    tw_config_init(&c);
+    c.max_timers = 64;
+    rep_s = t_service_cfg(&c);
+    atomic_store(&rep_refused, 0);
+    atomic_store(&rep_runs, 0);
+    for (int i = 0; i < 64; i++)
+        ASSERT_RC(tw_schedule(rep_s, T_MS, replace_self, NULL, NULL), TW_OK);
+    ASSERT_RC(tw_schedule(rep_s, T_MS, replace_self, NULL, NULL), TW_EAGAIN);
+    for (int i = 0; i < 400 && atomic_load(&rep_runs) < 20000; i++)
+        t_sleep_ns(10 * T_MS);
+    ASSERT_RC(tw_stop(rep_s, NULL), TW_OK);
+    assert_true(atomic_load(&rep_runs) >= 20000);
+    assert_int_equal(atomic_load(&rep_refused), 0);
+    tw_destroy(rep_s);
+}
+
 /* ---- one worker saturated by slow callbacks ------------------------------ */
 
 #define SLOW_NS (20 * T_MS)
@@ -381,6 +502,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(million_in_one_tick, setup),
         cmocka_unit_test_setup(max_timers_cap, setup),
+        cmocka_unit_test_setup(max_timers_eagain_is_exact_across_threads, setup),
+        cmocka_unit_test_setup(max_timers_full_service_replaces_from_callbacks, setup),
         cmocka_unit_test_setup(saturated_worker, setup),
         cmocka_unit_test_setup(stop_under_full_load, setup),
     };

@@ -33,9 +33,12 @@ static void per_run(tw_timer t, void *arg)
         p->ran_at[p->runs] = now;
     p->runs++;
     p->runs_this_advance++;
-    uint64_t d = p->next;
-    p->next = d + p->period > now ? d + p->period
-                                  : d + ((now - d) / p->period + 1) * p->period;
+    /* The skip rule (MANUAL): a run is missed only if its due tick was
+     * processed already, i.e. its deadline is at or before the last tick
+     * boundary tw_advance reached; the clock's value past it is not. */
+    uint64_t d = p->next, tick = p->s->cfg.tick_ns, passed = now / tick * tick;
+    p->next = d + p->period > passed ? d + p->period
+                                     : d + ((passed - d) / p->period + 1) * p->period;
 }
 
 static void per_arm(tw_service *s, per *p, uint64_t first, uint64_t period)
@@ -124,6 +127,118 @@ static void periodic_with_random_steps_follows_skip_rule(void **state)
             runs += (uint64_t)p[i].runs;
         assert_int_equal(st.fired, runs);
         assert_int_equal(st.pending, N);
+        tw_destroy(s);
+    }
+}
+
+/* The issue's case: tick 1 ms, clock at 0.2 ms, period 1 ms, first delay
+ * 0; then steps of a quarter tick and a tick, alternately (0.45, 1.45,
+ * 1.7, 2.7, 2.95, ...). Grid point 0.2 + k ms is due at tick k + 1, so after
+ * tw_advance(t) the timer has run once for every tick processed: floor(t /
+ * tick) times, not about every other tick (the old rule took a run as
+ * missed when the clock was past its deadline, tick processed or not). */
+static void periodic_manual_runs_every_processed_tick(void **state)
+{
+    (void)state;
+    tw_service *s = t_service(T_MS, 256, 16);
+    ADVANCE(s, 200 * T_US);
+    per p;
+    per_arm(s, &p, 0, T_MS);
+    uint64_t now = 200 * T_US;
+    for (int step = 0; step < 2000; step++) {
+        now += step % 2 == 0 ? 250 * T_US : T_MS;
+        ADVANCE(s, now);
+        per_expect(&p, 1, now, T_MS);
+        uint64_t ticks = now / T_MS;
+        if ((uint64_t)p.runs != ticks)
+            fail_msg("after tw_advance(%" PRIu64 " ns): %d runs, %" PRIu64 " ticks processed",
+                     now, p.runs, ticks);
+    }
+    tw_destroy(s);
+}
+
+/* MONOTONIC: a run is missed only if its deadline had passed when the run
+ * before it ended. A period of one tick, under the machine's wake-up
+ * jitter, on workers = 0, 1, 2: each run records its deadline (from the
+ * record), its start and its end; then for each run and the next one:
+ *   - never early: start >= deadline;
+ *   - the next deadline is on the grid: deadline + k * period, k >= 1;
+ *   - a grid point at or before the end of the run (passed when it ended)
+ *     is skipped (k >= 2 if deadline + period <= end);
+ *   - none is skipped that had not passed a good while after the run
+ *     ended (k == 1 if deadline + period > end + SLACK: the re-arm comes
+ *     just after the callback returns, so SLACK covers only that gap). */
+#define MONO_RUNS 400
+typedef struct mono_per {
+    tw_service *s;
+    int runs;
+    uint64_t deadline[MONO_RUNS], start[MONO_RUNS], end[MONO_RUNS];
+} mono_per;
+
+static uint64_t mono_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * T_S + (uint64_t)ts.tv_nsec;
+}
+
+static void mono_run(tw_timer t, void *arg)
+{
+    mono_per *m = arg;
+    uint64_t start = tw_now(m->s);
+    if (m->runs >= MONO_RUNS)
+        return;
+    tw_record *rec = tw__rec_of(&m->s->rec, t);
+    /* The run's deadline (since the origin): the record holds it until the
+     * re-arm, which comes after this callback returns. */
+    m->deadline[m->runs] = atomic_load(&rec->deadline) + m->s->origin;
+    m->start[m->runs] = start;
+    if (m->runs % 7 == 3) /* now and then a run that overruns a period */
+        t_sleep_ns(2 * T_MS + (uint64_t)(m->runs % 3) * T_MS / 2);
+    m->end[m->runs] = mono_now();
+    m->runs++;
+}
+
+static void periodic_monotonic_skips_only_passed_runs(void **state)
+{
+    (void)state;
+    const uint64_t SLACK = 20 * T_MS;
+    for (uint32_t workers = 0; workers <= 2; workers++) {
+        tw_config cfg;
+        tw_config_init(&cfg);
+        cfg.workers = workers;
+        tw_service *s = t_service_cfg(&cfg);
+        static mono_per m;
+        memset(&m, 0, sizeof m);
+        m.s = s;
+        tw_timer h;
+        ASSERT_RC(tw_schedule_every(s, 0, cfg.tick_ns, mono_run, &m, &h), TW_OK);
+        for (int i = 0; i < 3000 && m.runs < MONO_RUNS; i++)
+            t_sleep_ns(T_MS);
+        ASSERT_RC(tw_cancel_sync(s, h), TW_OK);
+        ASSERT_RC(tw_stop(s, NULL), TW_OK);
+        assert_true(m.runs >= 100);
+        int skipped = 0;
+        for (int i = 0; i + 1 < m.runs; i++) {
+            uint64_t d = m.deadline[i], nd = m.deadline[i + 1], P = cfg.tick_ns;
+            if (m.start[i] < d)
+                fail_msg("workers %u: run %d started %" PRIu64 " ns early", workers, i,
+                         d - m.start[i]);
+            if (nd <= d || (nd - d) % P != 0)
+                fail_msg("workers %u: run %d's deadline %" PRIu64 " is not on the grid of %"
+                         PRIu64 " + k * %" PRIu64, workers, i + 1, nd, d, P);
+            uint64_t k = (nd - d) / P;
+            if (d + P <= m.end[i] && k < 2)
+                fail_msg("workers %u: run %d ended at %" PRIu64 ", after the next grid point "
+                         "%" PRIu64 ", which was not skipped", workers, i, m.end[i], d + P);
+            if (d + P > m.end[i] + SLACK && k != 1)
+                fail_msg("workers %u: run %d ended at %" PRIu64 ", %" PRIu64 " grid points "
+                         "skipped though the next (%" PRIu64 ") had not passed", workers, i,
+                         m.end[i], k - 1, d + P);
+            skipped += (int)(k - 1);
+        }
+        print_message("      workers %u: %d runs, %d grid points skipped (runs that overran)\n",
+                      workers, m.runs, skipped);
         tw_destroy(s);
     }
 }
@@ -264,6 +379,8 @@ int main(void)
         cmocka_unit_test_setup(fixed_rate_no_drift_period_not_multiple_of_tick, setup),
         cmocka_unit_test_setup(periodic_with_random_steps_follows_skip_rule, setup),
         cmocka_unit_test_setup(missed_periods_skipped, setup),
+        cmocka_unit_test_setup(periodic_manual_runs_every_processed_tick, setup),
+        cmocka_unit_test_setup(periodic_monotonic_skips_only_passed_runs, setup),
         cmocka_unit_test_setup(period_zero_einval, setup),
         cmocka_unit_test_setup(periodic_first_delay_zero_fires_next_tick, setup),
         cmocka_unit_test_setup(period_smaller_than_tick_runs_once_per_advance, setup),

@@ -4,16 +4,27 @@
  * src/records.c and src/service.c where it races the drain.
  *
  * Modelled (each step's comment names the C function it stands for):
- *   - the slot counter word rot | closed | count (tw_slot.word): reserve by
- *     CAS in the producer's epoch (tw__slot_reserve), refusal as NEWER
- *     (the cursor moved on: re-read the cursor) or CLOSED (the drain is in
- *     progress: go to a late slot, place_late / tw__slot_reserve_any);
- *   - publish by CAS from EMPTY(e <= epoch) (tw__slot_publish); a
+ *   - the slot: counter word closed | count (tw_slot.word), round number
+ *     (tw_slot.seq) and the round's epoch (tw_slot.epoch): reserve by CAS
+ *     in the producer's epoch or an older round (tw__slot_reserve),
+ *     refusal as NEWER (the round is for a later epoch: re-read the cursor)
+ *     or CLOSED (the drain is in progress: go to a late slot, place_late /
+ *     tw__slot_reserve_any);
+ *   - publish by CAS from EMPTY(k <= round) (tw__slot_publish); a
  *     tombstoned (or otherwise refused) publish places the timer again;
  *   - the drain: close (fetch_or closed, slot_close), exchange every
- *     reserved entry with EMPTY(next epoch) = the tombstone
- *     (drain_reserved), reopen at the next rotation; the two late slots
- *     (tw__slot_drain_late), drained every step;
+ *     reserved entry with EMPTY(next round) = the tombstone
+ *     (drain_reserved), reopen for the slot's next epoch; the two late
+ *     slots (tw__slot_drain_late), drained every step;
+ *   - compaction (-DCOMPACT; tw__wheel_maintain, compact_one,
+ *     tw__slot_compact, keep_entry): between steps, a slot not due at the
+ *     next tick is closed and emptied like a drain and reopened for the
+ *     SAME epoch; its live entries are placed again, stale ones dropped;
+ *   - placement tags (tw_record.seq, tw__tag): every entry carries the
+ *     record's placement sequence at the time it was written; a reschedule
+ *     that places bumps it before its release; the drain (and compaction)
+ *     drop an entry whose tag is not current and re-place a current one
+ *     with its own tag;
  *   - positions beyond slot_capacity (the overflow segments: here simply
  *     more positions, as ensure_room makes the memory before reserving);
  *   - the hierarchical placement (place_once: t = max(k, c + 1), level,
@@ -34,7 +45,9 @@
  * cursor steps, never what a step does), periodic timers, record reuse
  * (each timer has its own record: the generation tag is checked by the C
  * unit and fuzz tests), tw_stop, memory orders (Spin interleaves; the
- * orders are TSan's job in the stress tests), the 31-bit wrap of rot.
+ * orders are TSan's job in the stress tests), the 31-bit round numbers of
+ * the word and the 2^30-round stall check (rounds are small numbers here),
+ * when compaction runs (here: whenever the drainer likes, NCOMPACT times).
  *
  * Properties, checked on every interleaving:
  *   1. none fired twice                    assert in the run step
@@ -49,7 +62,10 @@
  *   6. no timer lost: once the producers are done and the clock has passed
  *      every deadline, every armed timer fired xor was cancelled, and every
  *      record is FREE
- *   7. no deadlock: every process ends (pan's invalid end state check);
+ *   7. no copies: when a step begins, every settled timer has exactly one
+ *      entry carrying its current tag (issue 12: a timer moved earlier and
+ *      later grew an entry per round trip);
+ *   8. no deadlock: every process ends (pan's invalid end state check);
  *      and, in the non-progress run, the model has no cycle at all, so no
  *      reserve, publish or CAS loop can retry forever (lock-freedom).
  * Every rare path (RARE(n) below) is reachable: run.sh compiles the model
@@ -63,7 +79,11 @@
  *                          first; 4 or 6 follow);
  *   -DBROKEN_NO_VERSION    releasing a lease does not bump the version, so
  *                          the drain's claim CAS succeeds on a deadline it
- *                          read before a reschedule moved it (property 2).
+ *                          read before a reschedule moved it (property 2);
+ *   -DBROKEN_NO_TAG        the drain ignores tags and re-places every entry
+ *                          of a pending timer with its current tag, as
+ *                          before issue 12: a timer moved earlier keeps a
+ *                          copy (property 7).
  *
  * Sizes: -DLEVELS=1|2 (2 slots per level), -DCAP=1|2, -DNPROD=2|3
  * (producer 0: schedule, then reschedule / cancel / nothing; producer 1:
@@ -104,7 +124,11 @@
 #ifndef DMAX
 #define DMAX   2
 #endif
+#ifndef NCOMPACT
+#define NCOMPACT 1          /* compactions a run may make (-DCOMPACT) */
+#endif
 #define NT     NPROD        /* timers: producer p owns timer p */
+#define KEEP_NONE 255       /* keep_entry: drop it (no tick is this large) */
 #define MAXPOS (CAP + 3)    /* positions per slot: CAP, then overflow */
 #define NLATE  2
 #define LATE0  (LEVELS * S)
@@ -112,17 +136,19 @@
 #define NENT   (NSL * MAXPOS)
 #define KMAX   (MAXT + DMAX) /* no deadline beyond this tick */
 
-/* ---- the slot counter word: rot << 4 | closed (8) | count (0..7) ------ */
+/* ---- the slot counter word: closed (8) | count (0..7) -------------------
+ * (the round number and epoch are arrays of their own: sseq, sepoch) */
 
 #define W_COUNT(w)  ((w) & 7)
 #define W_CLOSED    8
-#define W_ROT(w)    ((w) >> 4)
-#define W_OPEN(r)   ((r) << 4)
 
-/* ---- entries: EMPTY(e) = e (< 128), VALUE(timer i) = 128 + i ---------- */
+/* ---- entries: EMPTY(k) = round k (< 256), VALUE = 256 + tag * 8 + timer - */
 
-#define VALUE       128
+#define VALUE       256
 #define IS_VALUE(v) ((v) >= VALUE)
+#define V_TIMER(v)  (((v) - VALUE) & 7)
+#define V_TAG(v)    (((v) - VALUE) >> 3)
+#define MKVAL(i, tag) (VALUE + (tag) * 8 + (i))
 
 /* ---- record state word: gen << 8 | ver << 4 | LEASE (8) | st ---------- */
 
@@ -150,9 +176,12 @@
 
 byte cur;                   /* tw_wheel.cur */
 byte word[NSL];             /* tw_slot.word; LATE0.. are the late slots */
-byte ent[NENT];             /* slot entries, MAXPOS per slot */
+byte sseq[NSL];             /* tw_slot.seq: the round number */
+byte sepoch[NSL];           /* tw_slot.epoch (wheel slots) */
+short ent[NENT];            /* slot entries, MAXPOS per slot */
 short rst[NT];              /* tw_record.state */
 byte dl[NT];                /* tw_record.deadline, in ticks */
+byte rseq[NT];              /* tw_record.seq: the placement tag */
 
 /* ghosts (the checker's, not the library's) */
 byte pube[NENT];            /* epoch a value was published for */
@@ -165,6 +194,7 @@ bit  snap[NT];              /* settled (pending, not busy) when the step began *
 byte nmove[NT];             /* leases taken on it (deadline moves) */
 byte snapver[NT];
 byte ndone;                 /* producers finished */
+byte ncompact;              /* compactions so far (-DCOMPACT) */
 
 /* Rare paths: RARE(n) is a no-op, unless the model is compiled with
  * -DREACH=n: then reaching path n is an assertion violation, which is how
@@ -180,6 +210,8 @@ byte ndone;                 /* producers finished */
 #define R_LEASE_MET       5
 #define R_RESCHED_FIRING  6
 #define R_OVERFLOW        7
+#define R_COMPACTED       8   /* compaction placed a live entry again */
+#define R_STALE_DROPPED   9   /* a drain dropped a superseded entry */
 
 /* ---- how the model steps ----------------------------------------------------
  *
@@ -194,16 +226,17 @@ byte ndone;                 /* producers finished */
  * so that they do not multiply the states.
  */
 
-/* examine a slot word read into pw: closed, newer than our rot, or try */
-#define EXAMINE(rot) \
+/* examine slot psi with its word read into pw: closed, a round for a later
+ * epoch than ours, or try */
+#define EXAMINE() \
     if \
     :: (pw & W_CLOSED) -> prc = R_CLOSED \
-    :: !(pw & W_CLOSED) && W_ROT(pw) > (rot) -> prc = R_NEWER \
-    :: !(pw & W_CLOSED) && W_ROT(pw) <= (rot) -> prc = R_OK \
+    :: !(pw & W_CLOSED) && sepoch[psi] > pe -> prc = R_NEWER \
+    :: !(pw & W_CLOSED) && sepoch[psi] <= pe -> prc = R_OK \
     fi
 
 #define RESET_PLACE \
-    pl = 0; pe = 0; psi = 0; prot = 0; pw = 0; prc = 0; pj = 0
+    pl = 0; pe = 0; psi = 0; pround = 0; pw = 0; prc = 0; pj = 0
 
 /* ---- placement (any thread) ---------------------------------------------- */
 
@@ -220,16 +253,16 @@ inline aim(k)
     :: else -> skip
     fi;
     pe = (pe >> (pl * BITS)) << (pl * BITS);        /* the epoch */
-    psi = pl * S + ((pe >> (pl * BITS)) & (S - 1));
-    prot = pe >> (pl * BITS + BITS)
+    psi = pl * S + ((pe >> (pl * BITS)) & (S - 1))
 }
 
-/* tw__slot_publish (slots.c): CAS the entry from EMPTY(e <= epoch) to our
- * VALUE and leave the placement loop; a tombstone (EMPTY of a later epoch)
+/* tw__slot_publish (slots.c): CAS the entry from EMPTY(k <= round) to our
+ * VALUE and leave the placement loop; a tombstone (EMPTY of a later round)
  * or a VALUE refuses it, and place_once / place_late answer "place again":
  * back to aim. (A refused publish writes nothing and stays refused, so
- * taking the re-read of cur in the same step loses no interleaving.) */
-inline publish(si, pos, epoch, i, k, own)
+ * taking the re-read of cur in the same step loses no interleaving.)
+ * `epoch` is the round's (the checker's property 4), `tag` the entry's. */
+inline publish(si, pos, round, epoch, i, tag, k, own)
 {
     atomic {
         if
@@ -238,9 +271,9 @@ inline publish(si, pos, epoch, i, k, own)
         fi;
         if
         :: !IS_VALUE(ent[(si) * MAXPOS + (pos)]) &&
-           ent[(si) * MAXPOS + (pos)] <= (epoch) ->
+           ent[(si) * MAXPOS + (pos)] <= (round) ->
             pube[(si) * MAXPOS + (pos)] = (epoch);
-            ent[(si) * MAXPOS + (pos)] = VALUE + (i);
+            ent[(si) * MAXPOS + (pos)] = MKVAL(i, tag);
             nent[i]++;
             if
             :: own -> busy[i] = 0           /* the arming call's placement is done */
@@ -259,7 +292,7 @@ inline publish(si, pos, epoch, i, k, own)
 /* place_late (wheel.c) + tw__slot_reserve_any (slots.c): reserve in
  * whichever late slot is open (one is: the drain closes them in turn),
  * publish for its round. */
-inline place_late(i, k, own)
+inline place_late(i, tag, k, own)
 {
     do
     :: atomic {                             /* reserve_any: load, CAS count + 1 */
@@ -269,26 +302,29 @@ inline place_late(i, k, own)
         :: else ->
             assert(W_COUNT(pw) < MAXPOS);
             word[LATE0 + pj] = pw + 1;
+            pround = sseq[LATE0 + pj];
             break
         fi
        }
     od;
-    publish(LATE0 + pj, W_COUNT(pw), W_ROT(pw), i, k, own)
+    publish(LATE0 + pj, W_COUNT(pw), pround, 0, i, tag, k, own)
 }
 
 /* tw__place / place_once (wheel.c) after aim(k): reserve, publish; again
  * until published. (A NEWER refusal writes nothing and stays a refusal,
  * so the re-read of cur is taken in the same step.) */
-inline place_aimed(i, k, own)
+inline place_aimed(i, tag, k, own)
 {
     do
     :: atomic {                             /* tw__slot_reserve: load, CAS count + 1 */
         pw = word[psi];
-        EXAMINE(prot);
+        EXAMINE();
         if
         :: prc == R_OK ->
             assert(W_COUNT(pw) < MAXPOS);
-            word[psi] = pw + 1
+            word[psi] = pw + 1;
+            pround = sseq[psi];             /* the round the CAS vouches for */
+            pe = sepoch[psi]                /* ours, or an older round's */
         :: prc == R_NEWER ->
             RARE(R_NEWER_SEEN);                 /* TW_RARE_NEWER: re-read cur */
             RESET_PLACE;
@@ -300,21 +336,19 @@ inline place_aimed(i, k, own)
        }
        if
        :: prc == R_CLOSED ->
-           place_late(i, k, own)
+           place_late(i, tag, k, own)
        :: prc == R_OK ->
-           /* the epoch the word was open for: ours, or an older one */
-           publish(psi, W_COUNT(pw),
-                   pe - (prot - W_ROT(pw)) * (1 << (pl * BITS + BITS)), i, k, own)
+           publish(psi, W_COUNT(pw), pround, pe, i, tag, k, own)
        :: else -> skip
        fi
     od
 }
 
 /* tw__place: aim, then reserve and publish */
-inline place(i, k, own)
+inline place(i, tag, k, own)
 {
     atomic { aim(k) }
-    place_aimed(i, k, own)
+    place_aimed(i, tag, k, own)
 }
 
 /* ---- the drainer (tw__wheel_step and what it calls) ----------------------- */
@@ -329,9 +363,9 @@ inline next_epoch_after(l, i, x, res)
     fi
 }
 
-/* the drain's exchange of entry dp of slot si with EMPTY(nexte) (acq_rel):
- * a VALUE is taken, an EMPTY (reserved, not published) becomes the
- * tombstone that makes the late publish fail. */
+/* the drain's exchange of entry dp of slot si with EMPTY(the next round,
+ * nexte) (acq_rel): a VALUE is taken, an EMPTY (reserved, not published)
+ * becomes the tombstone that makes the late publish fail. */
 inline take_one(si, nexte, E, islate)
 {
     atomic {
@@ -347,11 +381,11 @@ inline take_one(si, nexte, E, islate)
 #endif
         if
         :: IS_VALUE(dv) ->
-            nent[dv - VALUE]--;
+            nent[V_TIMER(dv)]--;
             /* property 4: taken in the epoch it was published for */
             assert(islate || pube[(si) * MAXPOS + dp] == (E));
             pube[(si) * MAXPOS + dp] = 0;
-            taken[ntk] = dv - VALUE + 1;
+            taken[ntk] = dv;
             ntk++
         :: else -> skip
         fi;
@@ -385,8 +419,25 @@ inline slots_to_drain()
     od
 }
 
+/* The checker's count of the published entries of timer g carrying its
+ * current tag, into gn. */
+inline count_current(g)
+{
+    gn = 0;
+    gp = 0;
+    do
+    :: gp < NENT ->
+        if
+        :: IS_VALUE(ent[gp]) && V_TIMER(ent[gp]) == (g) && V_TAG(ent[gp]) == rseq[g] -> gn++
+        :: else -> skip
+        fi;
+        gp++
+    :: else -> gp = 0; break
+    od
+}
+
 /* tw__wheel_step (wheel.c), first part: publish cur = T (release); the
- * checker's snapshot for property 5. */
+ * checker's snapshot for properties 5 and 7. */
 inline step_begin()
 {
     sc = cur;
@@ -395,8 +446,11 @@ inline step_begin()
     do
     :: gi < NT ->
         snap[gi] = (ST(rst[gi]) == PENDING && !(rst[gi] & LEASE) && !busy[gi]);
-        /* every armed, settled timer has an entry (none is lost) */
-        assert(!snap[gi] || nent[gi] > 0);
+        /* every armed, settled timer has exactly one current entry: none is
+         * lost (property 5), none is copied (property 7) */
+        count_current(gi);
+        assert(!snap[gi] || gn == 1);
+        gn = 0;
         snapver[gi] = nmove[gi];
         gi++
     :: else -> gi = 0; break
@@ -424,16 +478,18 @@ inline drain_levels()
         dl_ = dsi / S;
         next_epoch_after(dl_, dsi % S, sc, dE);     /* the epoch collected */
         next_epoch_after(dl_, dsi % S, T, dnext);
+        assert(sepoch[dsi] == dE);  /* the round open is the epoch collected */
         dn = W_COUNT(word[dsi]);    /* slot_close */
         word[dsi] = word[dsi] | W_CLOSED;
         dp = 0
        }
        do
-       :: take_one(dsi, dnext, dE, false)
+       :: take_one(dsi, sseq[dsi] + 1, dE, false)
        :: atomic {
            dp >= dn ->
-           assert((dnext >> (dl_ * BITS + BITS)) < 16);
-           word[dsi] = W_OPEN(dnext >> (dl_ * BITS + BITS));   /* reopen */
+           sepoch[dsi] = dnext;     /* reopen: epoch, round, then the word */
+           sseq[dsi]++;
+           word[dsi] = 0;
            dn = 0; dp = 0; dE = 0; dnext = 0; dl_ = 0; dsi = 0;
            break
           }
@@ -447,41 +503,55 @@ inline drain_levels()
 inline drain_late(j)
 {
     atomic {
-        drot = W_ROT(word[LATE0 + j]);
         dn = W_COUNT(word[LATE0 + j]);
         word[LATE0 + j] = word[LATE0 + j] | W_CLOSED;     /* slot_close */
         dp = 0
     }
     do
-    :: take_one(LATE0 + j, drot + 1, 0, true)
+    :: take_one(LATE0 + j, sseq[LATE0 + j] + 1, 0, true)
     :: atomic {
         dp >= dn ->
         if
-        :: dn > 0 -> word[LATE0 + j] = W_OPEN(drot + 1)   /* next round */
-        :: else -> word[LATE0 + j] = W_OPEN(drot)         /* nobody came: same round */
+        :: dn > 0 -> sseq[LATE0 + j]++       /* next round */
+        :: else -> skip                      /* nobody came: same round */
         fi;
-        dn = 0; dp = 0; drot = 0;
+        word[LATE0 + j] = 0;
+        dn = 0; dp = 0;
         break
        }
     od
 }
 
-/* take_entry (wheel.c): claim a due timer (PENDING -> FIRING), re-place
- * one not yet due, keep an entry at T + 1 when a reschedule holds the
- * lease, skip a dead one. Starts with the load of the state (acquire). */
-inline take_entry()
+/* take_entry (wheel.c): drop a dead or superseded entry (its tag is not
+ * the record's: the seq load, relaxed, right after the state load), keep
+ * an entry (tag and all) at T + 1 when a reschedule holds the lease,
+ * re-place one not yet due with its own tag, claim a due timer (PENDING ->
+ * FIRING). Starts with the load of the state (acquire), in step_rest. */
+#ifdef BROKEN_NO_TAG
+#define SUPERSEDED(tag) false
+#define RETAG(tag) rseq[ti]
+#else
+#define SUPERSEDED(tag) ((tag) != rseq[ti])
+#define RETAG(tag) (tag)
+#endif
+inline take_entry(tag)
 {
     do
-    :: ST(tst) != PENDING -> break  /* cancelled, claimed, ... */
-    :: ST(tst) == PENDING && (tst & LEASE) ->
-        RARE(R_LEASE_MET);          /* TW_RARE_LEASE_MET */
-        place(ti, T + 1, false);
+    :: atomic { ST(tst) != PENDING -> break }      /* cancelled, claimed, ... */
+    :: atomic {
+        ST(tst) == PENDING && SUPERSEDED(tag) ->
+        RARE(R_STALE_DROPPED);                     /* superseded: dropped */
         break
-    :: ST(tst) == PENDING && !(tst & LEASE) ->
-        tdd = dl[ti];               /* load the deadline (relaxed) */
+       }
+    :: atomic { ST(tst) == PENDING && !SUPERSEDED(tag) && (tst & LEASE) -> tdd = 1 }
+        RARE(R_LEASE_MET);          /* TW_RARE_LEASE_MET */
+        place(ti, RETAG(tag), T + 1, false);
+        break
+    :: atomic { ST(tst) == PENDING && !SUPERSEDED(tag) && !(tst & LEASE) ->
+        tdd = dl[ti] }              /* load the deadline (relaxed) */
         if
         :: tdd > T ->
-            place(ti, tdd, false);         /* cascade / pushed later */
+            place(ti, RETAG(tag), tdd, false);     /* cascade / pushed later */
             break
         :: else ->
             atomic {                /* CAS PENDING -> FIRING (acq_rel) */
@@ -499,6 +569,28 @@ inline take_entry()
     od
 }
 
+/* keep_entry (wheel.c), for an entry compaction took out of a slot whose
+ * round collects for epoch ce: drop it if dead or superseded; while a
+ * lease is held, put it back at ce; else place it at its deadline. Never
+ * claims (that is the steps' job). */
+inline keep_entry(tag, ce)
+{
+    atomic {
+        if
+        :: ST(tst) != PENDING || SUPERSEDED(tag) -> tdd = KEEP_NONE
+        :: ST(tst) == PENDING && !SUPERSEDED(tag) && (tst & LEASE) -> tdd = ce
+        :: ST(tst) == PENDING && !SUPERSEDED(tag) && !(tst & LEASE) -> tdd = dl[ti]
+        fi
+    }
+    if
+    :: tdd != KEEP_NONE ->
+        RARE(R_COMPACTED);
+        place(ti, RETAG(tag), tdd, false)
+    :: else -> skip
+    fi;
+    tdd = 0
+}
+
 /* tw__wheel_step (wheel.c) after step_begin, then tw__deliver (inline) */
 inline step_rest()
 {
@@ -508,13 +600,14 @@ inline step_rest()
     do
     :: atomic {
         sk < ntk ->
-        ti = taken[sk] - 1;
+        ti = V_TIMER(taken[sk]);
+        ttag = V_TAG(taken[sk]);
         taken[sk] = 0;
         sk++;
         tst = rst[ti]               /* take_entry: load the state (acquire) */
        }
-       take_entry();
-       atomic { ti = 0; tst = 0; tdd = 0 }
+       take_entry(ttag);
+       atomic { ti = 0; tst = 0; tdd = 0; ttag = 0 }
     :: atomic {
         sk >= ntk ->
         /* property 5: nothing that was placed and due is left behind */
@@ -559,25 +652,78 @@ inline step_rest()
     od
 }
 
+/* compact_one + tw__slot_compact (wheel.c, slots.c): a slot whose round
+ * is not due at the next tick is closed, emptied like a drain (the
+ * tombstones carry the next round) and reopened for the same epoch; then
+ * every live entry it held is placed again (keep_entry). */
+inline compact()
+{
+    atomic {
+        ncompact < NCOMPACT ->
+        ncompact++;
+        select (dsi : 0 .. LEVELS * S - 1);
+        if
+        :: sepoch[dsi] > cur + 1 && W_COUNT(word[dsi]) > 0 ->
+            dE = sepoch[dsi];
+            dn = W_COUNT(word[dsi]);        /* slot_close */
+            word[dsi] = word[dsi] | W_CLOSED;
+            dp = 0
+        :: else -> dsi = NSL                /* nothing to do there */
+        fi
+    }
+    if
+    :: dsi < NSL ->
+        do
+        :: take_one(dsi, sseq[dsi] + 1, dE, false)
+        :: atomic {
+            dp >= dn ->
+            sseq[dsi]++;            /* reopen: same epoch, next round */
+            word[dsi] = 0;
+            dn = 0; dp = 0;
+            break
+           }
+        od;
+        do
+        :: atomic {
+            sk < ntk ->
+            ti = V_TIMER(taken[sk]);
+            ttag = V_TAG(taken[sk]);
+            taken[sk] = 0;
+            sk++;
+            tst = rst[ti]           /* keep_entry: load the state (acquire) */
+           }
+           keep_entry(ttag, dE);
+           atomic { ti = 0; tst = 0; ttag = 0 }
+        :: atomic { sk >= ntk -> sk = 0; ntk = 0; break }
+        od
+    :: else -> skip
+    fi;
+    dsi = 0; dE = 0
+}
+
 #define PLACE_LOCALS \
-    byte pl, pe, psi, prot, pw, prc, pj
+    byte pl, pe, psi, pround, pw, prc, pj
 
 proctype drainer()
 {
     PLACE_LOCALS;
-    byte T, sc, gi, sk;
-    byte dmask, dord, dsi, dl_, dn, dp, dv, dE, dnext, drot;
-    byte taken[NENT];               /* timer + 1 per entry taken in this step */
+    byte T, sc, gi, sk, gn, gp;
+    byte dmask, dord, dsi, dl_, dn, dp, dE, dnext;
+    short dv;
+    short taken[NENT];              /* the entries taken in this step */
     byte ntk;
     byte due[NT];                   /* timer + 1 per claimed timer */
     byte ndue;
-    byte ti;
+    byte ti, ttag;
     short tst;
     byte tdd;
 
     do
     :: atomic { cur < MAXT -> T = cur + 1; step_begin() }
        step_rest()
+#ifdef COMPACT
+    :: compact()
+#endif
 #ifdef JUMP
     :: atomic { cur + 1 < MAXT -> T = cur + 2; step_begin() }
        step_rest()
@@ -615,9 +761,11 @@ inline schedule(i)
         busy[i] = 1;
         /* tw__place: its load of cur is in this step too (nobody can see
          * the timer before it has an entry, so nothing is lost) */
+        rtag = rseq[i];                 /* schedule_commit: the entry's tag */
         aim(k)
     }
-    place_aimed(i, k, true)
+    place_aimed(i, rtag, k, true);
+    rtag = 0
 }
 
 /* cancel_record: CAS from PENDING (ZOMBIE if a lease is held) or FIRING;
@@ -670,7 +818,11 @@ inline reschedule(i)
             rplace = rplace || k < dl[i];       /* earlier: place now */
             dl[i] = k
         }
-        atomic {                        /* tw__lease_publish */
+        if                              /* tw__lease_publish: a new tag first */
+        :: rplace -> atomic { rtag = rseq[i] + 1; rseq[i] = rtag }
+        :: else -> skip
+        fi;
+        atomic {                        /* tw__lease_publish: release */
             if
             :: ST(rst[i]) == ZOMBIE ->  /* a cancel ended it: we free it */
                 rst[i] = FREE_STATE(rst[i]);
@@ -687,18 +839,18 @@ inline reschedule(i)
             fi
         }
         if
-        :: rplace -> place(i, k, true)
+        :: rplace -> place(i, rtag, k, true)
         :: else -> skip
         fi
     :: else -> skip
     fi;
-    atomic { k = 0; rtook = false; rplace = false }
+    atomic { k = 0; rtook = false; rplace = false; rtag = 0 }
 }
 
 proctype producer(byte me)
 {
     PLACE_LOCALS;
-    byte k;
+    byte k, rtag;
     bool rtook, rplace;
 
     schedule(me);
@@ -733,7 +885,7 @@ init {
             do
             :: i < S ->
                 next_epoch_after(l, i, 0, e);
-                word[l * S + i] = W_OPEN(e >> (l * BITS + BITS));
+                sepoch[l * S + i] = e;
                 i++
             :: else -> break
             od;

@@ -1,0 +1,376 @@
+/*
+ * soak: a server-like mix for a bounded time, checking exact accounting
+ * and that memory stays flat (issue 12).
+ *
+ *     soak [threads=3] [-] [seconds=$TW_SOAK_SECONDS|60] [max_timers=2500] [seed]
+ *
+ * A MONOTONIC service, 1 ms tick, two workers, max_timers set. Each
+ * producer thread owns SESSIONS session timers (together a little more
+ * than max_timers, so the cap is hit now and then) and PERIODIC periodic
+ * ones. In a loop it picks a session and, by its state and a die: arms it
+ * (delay 1 ms .. 2 s; TW_EAGAIN when the cap is full is expected and
+ * counted), pushes it back, pulls it in, cancels it, or leaves it to fire.
+ * Now and then it cancels a periodic timer (tw_cancel_sync) and arms it
+ * again. One callback in BLOCK_EVERY blocks for 20-60 ms (a slow call in a
+ * callback), so the other worker has to take over its batch-mates.
+ *
+ * The races each thread body aims at: arming, moving and cancelling
+ * against the cursor's drain and compaction and the workers' runs; the cap
+ * against timers leaving pending on the workers; tw_stop at the end
+ * against everything still armed.
+ *
+ * Accounting: every arming's record settles exactly one way: its callback
+ * ran once (never before the deadline of its last successful move), a
+ * cancel said TW_OK, or tw_stop handed it to on_pending. Records are
+ * reused once settled, so the test's own memory does not grow. No run of a
+ * periodic timer starts after tw_cancel_sync of it returned. At the end the
+ * library's counters equal ours.
+ *
+ * Memory: the resident set is read after the first tenth of the run and at
+ * the end; the end may be at most 10% above it (not checked under
+ * sanitizers, whose shadow memory and quarantine make RSS meaningless).
+ * Prints operations per second and the RSS readings.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "stress_common.h"
+
+#include "internal.h" /* tw__check, tw__wheel_entries */
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SOAK_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define SOAK_SANITIZED 1
+#endif
+#endif
+
+#define SESSIONS 1100
+#define PERIODIC 8
+#define BLOCK_EVERY 3000
+#define MS 1000000ull
+
+enum { S_IDLE, S_ARMED, S_WAITFIRE };
+
+typedef struct session {
+    tw_timer h;
+    uint64_t lb;             /* producer: deadline of the last arming / move, at least */
+    int state;               /* producer */
+    _Atomic uint32_t fires;  /* callbacks of the current arming */
+    _Atomic uint32_t dropped;
+    _Atomic tw_timer fired_h; /* the handle the callback got */
+    _Atomic uint64_t fire_now;
+} session;
+
+typedef struct periodic {
+    tw_timer h;
+    bool armed;
+    _Atomic bool cancelled;  /* set after tw_cancel_sync returned */
+    _Atomic uint64_t runs;
+    _Atomic uint32_t dropped;
+} periodic;
+
+typedef struct producer {
+    pthread_t th;
+    st_rng rng;
+    uint64_t end_ns;
+    session *ss;
+    periodic pp[PERIODIC];
+    uint64_t ops, armed, fired, cancelled, eagain, moved, periodic_armed, periodic_cancelled;
+} producer;
+
+static tw_service *g_s;
+static _Atomic uint64_t g_callbacks, g_blocked, g_late_runs;
+
+static void on_session(tw_timer t, void *arg)
+{
+    session *x = arg;
+    /* Relaxed: read back by the owner after it sees fires (acquire below). */
+    atomic_store_explicit(&x->fire_now, tw_now(g_s), memory_order_relaxed);
+    atomic_store_explicit(&x->fired_h, t, memory_order_relaxed);
+    /* Release: the owner that sees the fire sees the two stores above. */
+    atomic_fetch_add_explicit(&x->fires, 1, memory_order_release);
+    uint64_t n = atomic_fetch_add_explicit(&g_callbacks, 1, memory_order_relaxed);
+    if (n % BLOCK_EVERY == BLOCK_EVERY - 1) {
+        atomic_fetch_add_explicit(&g_blocked, 1, memory_order_relaxed);
+        st_sleep_ns((20 + n % 41) * MS);
+    }
+}
+
+static void on_periodic(tw_timer t, void *arg)
+{
+    (void)t;
+    periodic *p = arg;
+    /* Acquire: pairs with the producer's store after tw_cancel_sync. */
+    if (atomic_load_explicit(&p->cancelled, memory_order_acquire))
+        atomic_fetch_add_explicit(&g_late_runs, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&p->runs, 1, memory_order_relaxed);
+}
+
+/* tw_stop hands never-started timers here: sessions and periodic timers
+ * are told apart by their address. */
+static producer *g_p;
+static uint64_t g_np;
+static void on_pending(tw_timer t, void *arg)
+{
+    (void)t;
+    for (uint64_t i = 0; i < g_np; i++) {
+        if ((char *)arg >= (char *)g_p[i].pp && (char *)arg < (char *)(g_p[i].pp + PERIODIC)) {
+            atomic_fetch_add_explicit(&((periodic *)arg)->dropped, 1, memory_order_relaxed);
+            return;
+        }
+    }
+    atomic_fetch_add_explicit(&((session *)arg)->dropped, 1, memory_order_relaxed);
+}
+
+/* The arming in x ended by a fire: check it, and make x free again. */
+static void settle_fired(producer *p, session *x)
+{
+    /* Acquire: the callback's stores (on_session). */
+    uint32_t f = atomic_load_explicit(&x->fires, memory_order_acquire);
+    if (f != 1)
+        st_fail("session armed as %#" PRIx64 " fired %u times", x->h, f);
+    if (atomic_load_explicit(&x->fired_h, memory_order_relaxed) != x->h)
+        st_fail("session armed as %#" PRIx64 ": callback got %#" PRIx64, x->h,
+                atomic_load_explicit(&x->fired_h, memory_order_relaxed));
+    uint64_t at = atomic_load_explicit(&x->fire_now, memory_order_relaxed);
+    if (at < x->lb)
+        st_fail("session %#" PRIx64 " ran at %" PRIu64 ", before its deadline %" PRIu64,
+                x->h, at, x->lb);
+    p->fired++;
+    atomic_store_explicit(&x->fires, 0, memory_order_relaxed);
+    x->state = S_IDLE;
+}
+
+static void arm_session(producer *p, session *x)
+{
+    uint64_t delay = (1 + st_below(&p->rng, 2000)) * MS;
+    uint64_t lb = tw_now(g_s) + delay;
+    int rc = tw_schedule(g_s, delay, on_session, x, &x->h);
+    if (rc == TW_EAGAIN) {
+        p->eagain++;
+        return;
+    }
+    if (rc != TW_OK) {
+        st_fail("tw_schedule: %s", tw_strerror(rc));
+        return;
+    }
+    x->lb = lb;
+    x->state = S_ARMED;
+    p->armed++;
+}
+
+static void move_session(producer *p, session *x, uint64_t delay)
+{
+    uint64_t lb = tw_now(g_s) + delay;
+    int rc = tw_reschedule(g_s, x->h, delay);
+    if (rc == TW_OK) {
+        x->lb = lb;
+        p->moved++;
+    } else if (rc == TW_ENOENT) {
+        x->state = S_WAITFIRE; /* it fired, or is starting */
+    } else {
+        st_fail("tw_reschedule: %s", tw_strerror(rc));
+    }
+}
+
+static void cancel_session(producer *p, session *x)
+{
+    int rc = tw_cancel(g_s, x->h);
+    if (rc == TW_OK) {
+        p->cancelled++;
+        x->state = S_IDLE;
+    } else if (rc == TW_ENOENT) {
+        x->state = S_WAITFIRE;
+    } else {
+        st_fail("tw_cancel: %s", tw_strerror(rc));
+    }
+}
+
+static void session_op(producer *p, session *x)
+{
+    uint64_t r = st_below(&p->rng, 100);
+    switch (x->state) {
+    case S_IDLE:
+        arm_session(p, x);
+        break;
+    case S_WAITFIRE:
+        /* Acquire: as in settle_fired. */
+        if (atomic_load_explicit(&x->fires, memory_order_acquire))
+            settle_fired(p, x);
+        break;
+    case S_ARMED:
+        if (atomic_load_explicit(&x->fires, memory_order_acquire)) {
+            settle_fired(p, x);
+        } else if (r < 40) {
+            move_session(p, x, (1000 + st_below(&p->rng, 2000)) * MS); /* push back */
+        } else if (r < 55) {
+            move_session(p, x, st_below(&p->rng, 20) * MS);            /* pull in */
+        } else if (r < 75) {
+            cancel_session(p, x);
+        }                                                              /* else: let it fire */
+        break;
+    }
+}
+
+static void periodic_op(producer *p, periodic *q)
+{
+    if (q->armed) {
+        int rc = tw_cancel_sync(g_s, q->h);
+        if (rc != TW_OK)
+            st_fail("tw_cancel_sync of a periodic timer: %s", tw_strerror(rc));
+        /* Release: a run that starts after this sees it (on_periodic). */
+        atomic_store_explicit(&q->cancelled, true, memory_order_release);
+        q->armed = false;
+        p->periodic_cancelled++;
+        return;
+    }
+    atomic_store_explicit(&q->cancelled, false, memory_order_relaxed);
+    uint64_t period = (1 + st_below(&p->rng, 50)) * MS;
+    int rc = tw_schedule_every(g_s, st_below(&p->rng, 10) * MS, period, on_periodic, q, &q->h);
+    if (rc == TW_OK) {
+        q->armed = true;
+        p->periodic_armed++;
+    } else if (rc == TW_EAGAIN) {
+        p->eagain++;
+    } else {
+        st_fail("tw_schedule_every: %s", tw_strerror(rc));
+    }
+}
+
+static void *produce(void *arg)
+{
+    producer *p = arg;
+    while (st_mono_ns() < p->end_ns) {
+        for (int k = 0; k < 256; k++) {
+            session_op(p, &p->ss[st_below(&p->rng, SESSIONS)]);
+            p->ops++;
+        }
+        if (st_below(&p->rng, 64) == 0)
+            periodic_op(p, &p->pp[st_below(&p->rng, PERIODIC)]);
+        st_sleep_ns(50000); /* a server's pace, not a benchmark's */
+    }
+    return NULL;
+}
+
+/* Every session and periodic timer settled one way, after tw_stop. */
+static void account(producer *p, uint64_t *dropped)
+{
+    for (int i = 0; i < SESSIONS; i++) {
+        session *x = &p->ss[i];
+        uint32_t f = atomic_load_explicit(&x->fires, memory_order_acquire);
+        uint32_t d = atomic_load_explicit(&x->dropped, memory_order_relaxed);
+        if (x->state == S_IDLE && (f || d))
+            st_fail("an idle session ran or was dropped (%u, %u)", f, d);
+        if (x->state != S_IDLE) {
+            if (f + d != 1)
+                st_fail("session %#" PRIx64 ": fired %u, dropped %u", x->h, f, d);
+            if (f)
+                settle_fired(p, x);
+            *dropped += d;
+        }
+    }
+    for (int i = 0; i < PERIODIC; i++) {
+        uint32_t d = atomic_load_explicit(&p->pp[i].dropped, memory_order_relaxed);
+        if (d != (p->pp[i].armed ? 1u : 0u))
+            st_fail("periodic timer %d: armed %d, dropped %u", i, p->pp[i].armed, d);
+        *dropped += d;
+    }
+}
+
+int main(int argc, char **argv)
+{
+    const char *env = getenv("TW_SOAK_SECONDS");
+    double def_seconds = env && strtod(env, NULL) > 0 ? strtod(env, NULL) : 60.0;
+    uint64_t np = st_arg(argc, argv, 1, 3);
+    double seconds = argc > 3 && strcmp(argv[3], "-") != 0 ? strtod(argv[3], NULL) : def_seconds;
+    uint64_t max_timers = st_arg(argc, argv, 4, 2500);
+    uint64_t seed = st_arg(argc, argv, 5, st_seed_default());
+    printf("soak: seed %" PRIu64 ", %" PRIu64 " producers, %.0f s, max_timers %" PRIu64 "\n",
+           seed, np, seconds, max_timers);
+    if (np == 0 || np > 16 || seconds <= 0)
+        return 2;
+    tw_config cfg;
+    tw_config_init(&cfg);
+    cfg.max_timers = max_timers;
+    if (tw_create(&cfg, &g_s) != TW_OK)
+        return 2;
+    g_p = calloc(np, sizeof *g_p);
+    g_np = np;
+    uint64_t t0 = st_mono_ns(), end = t0 + (uint64_t)(seconds * 1e9);
+    for (uint64_t i = 0; i < np; i++) {
+        st_rng_seed(&g_p[i].rng, seed, i);
+        g_p[i].end_ns = end;
+        g_p[i].ss = calloc(SESSIONS, sizeof(session));
+        if (!g_p[i].ss)
+            return 2;
+    }
+    for (uint64_t i = 0; i < np; i++)
+        st_start(&g_p[i].th, produce, &g_p[i]);
+    st_sleep_ns((uint64_t)(seconds * 1e8));
+    double rss_tenth = st_rss_mb();
+    printf("soak: RSS after a tenth: %.1f MB\n", rss_tenth);
+    fflush(stdout);
+    for (uint64_t i = 0; i < np; i++)
+        pthread_join(g_p[i].th, NULL);
+    double rss_end = st_rss_mb();
+    uint64_t t1 = st_mono_ns();
+    tw_stats before;
+    tw_stats_get(g_s, &before);
+    uint64_t entries = tw__wheel_entries(g_s);
+    if (tw_stop(g_s, on_pending) != TW_OK)
+        st_fail("tw_stop");
+    uint64_t ops = 0, armed = 0, fired = 0, cancelled = 0, eagain = 0, moved = 0, dropped = 0;
+    uint64_t parmed = 0, pcancelled = 0;
+    for (uint64_t i = 0; i < np; i++) {
+        account(&g_p[i], &dropped);
+        ops += g_p[i].ops;
+        armed += g_p[i].armed;
+        fired += g_p[i].fired;
+        cancelled += g_p[i].cancelled;
+        eagain += g_p[i].eagain;
+        moved += g_p[i].moved;
+        parmed += g_p[i].periodic_armed;
+        pcancelled += g_p[i].periodic_cancelled;
+    }
+    tw_stats st;
+    tw_stats_get(g_s, &st);
+    if (st.scheduled != armed + parmed)
+        st_fail("stats.scheduled %" PRIu64 ", ours %" PRIu64, st.scheduled, armed + parmed);
+    if (st.cancelled != cancelled + pcancelled)
+        st_fail("stats.cancelled %" PRIu64 ", ours %" PRIu64, st.cancelled,
+                cancelled + pcancelled);
+    if (st.dropped != dropped)
+        st_fail("stats.dropped %" PRIu64 ", ours %" PRIu64, st.dropped, dropped);
+    if (st.pending != 0)
+        st_fail("stats.pending %" PRIu64 " after tw_stop", st.pending);
+    if (atomic_load(&g_late_runs))
+        st_fail("%" PRIu64 " periodic runs started after tw_cancel_sync returned",
+                atomic_load(&g_late_runs));
+    if (eagain == 0)
+        st_fail("max_timers was never reached (the mix is meant to hit it)");
+    double secs = (double)(t1 - t0) / 1e9;
+    printf("soak: %.0f operations/s (%" PRIu64 " in %.1f s): %" PRIu64 " armed, %" PRIu64
+           " fired, %" PRIu64 " cancelled, %" PRIu64 " moved, %" PRIu64 " refused by max_timers, %"
+           PRIu64 " dropped at stop; %" PRIu64 " periodic armed; %" PRIu64 " callbacks blocked\n",
+           (double)ops / secs, ops, secs, armed, fired, cancelled, moved, eagain, dropped, parmed,
+           atomic_load(&g_blocked));
+    printf("soak: at the end %" PRIu64 " pending, %" PRIu64 " slot entries; RSS %.1f MB after "
+           "a tenth, %.1f MB at the end (%+.1f%%)\n", before.pending, entries, rss_tenth,
+           rss_end, (rss_end / rss_tenth - 1) * 100);
+#ifndef SOAK_SANITIZED
+    if (rss_end > rss_tenth * 1.10)
+        st_fail("RSS grew from %.1f MB to %.1f MB (more than 10%%)", rss_tenth, rss_end);
+#endif
+    tw_destroy(g_s);
+    for (uint64_t i = 0; i < np; i++)
+        free(g_p[i].ss);
+    free(g_p);
+    if (st_failed()) {
+        fprintf(stderr, "soak: %" PRIu64 " failures\n", st_failed());
+        return 1;
+    }
+    printf("soak: passed\n");
+    return 0;
+}

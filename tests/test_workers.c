@@ -1,0 +1,190 @@
+/* test_workers.c: the worker pool (MONOTONIC clock, real threads). A due
+ * timer waits for a worker only while every worker is busy: a callback
+ * that blocks does not hold back the timers handed over with it (issue 12,
+ * workers.c: stealing). The bounds are generous (a loaded 2-core machine,
+ * sanitizers): what is asserted is "while the blocker still blocks", and
+ * the blocker blocks for seconds. */
+#include "tw_test.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#define BLOCK_NS (3 * T_S)      /* how long a blocker blocks, at most */
+#define WITHIN_NS (500 * T_MS)  /* the others start within this of their deadline */
+
+typedef struct blockers {
+    tw_service *s;
+    int nblock;                 /* callbacks that block, the first ones to start */
+    atomic_int started;
+    atomic_bool release;
+    _Atomic uint64_t start_at[16];
+    _Atomic int ran[16];
+} blockers;
+
+typedef struct btimer {
+    blockers *b;
+    int i;
+} btimer;
+
+static uint64_t mono(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * T_S + (uint64_t)ts.tv_nsec;
+}
+
+/* The first nblock callbacks to start block until released (or BLOCK_NS);
+ * the rest only record when they started. */
+static void maybe_block(tw_timer t, void *arg)
+{
+    (void)t;
+    btimer *x = arg;
+    blockers *b = x->b;
+    atomic_store(&b->start_at[x->i], mono());
+    atomic_fetch_add(&b->ran[x->i], 1);
+    if (atomic_fetch_add(&b->started, 1) >= b->nblock)
+        return;
+    uint64_t until = mono() + BLOCK_NS;
+    while (!atomic_load(&b->release) && mono() < until)
+        t_sleep_ns(T_MS);
+}
+
+/* n timers due together on a pool of `workers`, nblock of them blocking:
+ * every other one starts within WITHIN_NS of the deadline, while the
+ * blockers still block. */
+static void run_blockers(uint32_t workers, int n, int nblock)
+{
+    tw_config cfg;
+    tw_config_init(&cfg);
+    cfg.workers = workers;
+    tw_service *s = t_service_cfg(&cfg);
+    blockers b = {.s = s, .nblock = nblock};
+    btimer x[16];
+    uint64_t deadline = mono() + 50 * T_MS;
+    for (int i = 0; i < n; i++) {
+        x[i] = (btimer){&b, i};
+        ASSERT_RC(tw_schedule(s, 50 * T_MS, maybe_block, &x[i], NULL), TW_OK);
+    }
+    /* Wait for the non-blockers, with the blockers blocked. */
+    uint64_t give_up = deadline + BLOCK_NS;
+    int others = 0;
+    while (mono() < give_up) {
+        others = 0;
+        for (int i = 0; i < n; i++)
+            others += atomic_load(&b.ran[i]);
+        if (others == n)
+            break;
+        t_sleep_ns(T_MS);
+    }
+    uint64_t seen = mono();
+    atomic_store(&b.release, true);
+    ASSERT_RC(tw_stop(s, NULL), TW_OK);
+    if (others != n)
+        fail_msg("%d of %d callbacks ran while %d blocked (%u workers)", others, n, nblock,
+                 workers);
+    /* The last start among all: the non-blockers started while the
+     * blockers blocked, i.e. well before BLOCK_NS. */
+    uint64_t last = 0;
+    for (int i = 0; i < n; i++) {
+        uint64_t at = atomic_load(&b.start_at[i]);
+        last = at > last ? at : last;
+    }
+    print_message("      %u workers, %d timers, %d blocking: all started %.1f ms after "
+                  "the deadline\n", workers, n, nblock, (double)(last - deadline) / 1e6);
+    assert_true(last >= deadline); /* never early */
+    assert_true(last - deadline < WITHIN_NS);
+    assert_true(seen - deadline < BLOCK_NS);
+    tw_destroy(s);
+}
+
+/* The issue's case: two timers due in the same tick, two workers. */
+static void blocked_callback_does_not_hold_its_batch_mate(void **state)
+{
+    (void)state;
+    run_blockers(2, 2, 1);
+}
+
+/* A batch of 12 with one blocker: the other worker runs the other 11. */
+static void blocked_callback_does_not_hold_a_batch(void **state)
+{
+    (void)state;
+    run_blockers(2, 12, 1);
+}
+
+/* Three workers, two blockers in one batch: the third worker runs the rest
+ * (the first stealer wakes another sleeper when it leaves some behind). */
+static void two_blockers_three_workers(void **state)
+{
+    (void)state;
+    run_blockers(3, 10, 2);
+}
+
+/* One worker, one blocker: its batch-mate waits, as every worker is busy;
+ * it runs once the blocker returns, exactly once. */
+static void one_worker_waits_for_the_blocker(void **state)
+{
+    (void)state;
+    tw_config cfg;
+    tw_config_init(&cfg);
+    cfg.workers = 1;
+    tw_service *s = t_service_cfg(&cfg);
+    blockers b = {.s = s, .nblock = 1};
+    btimer x[2] = {{&b, 0}, {&b, 1}};
+    for (int i = 0; i < 2; i++)
+        ASSERT_RC(tw_schedule(s, 20 * T_MS, maybe_block, &x[i], NULL), TW_OK);
+    t_sleep_ns(300 * T_MS);
+    assert_int_equal(atomic_load(&b.ran[0]) + atomic_load(&b.ran[1]), 1);
+    atomic_store(&b.release, true);
+    t_sleep_ns(300 * T_MS);
+    ASSERT_RC(tw_stop(s, NULL), TW_OK);
+    assert_int_equal(atomic_load(&b.ran[0]), 1);
+    assert_int_equal(atomic_load(&b.ran[1]), 1);
+    tw_destroy(s);
+}
+
+/* Many small batches and blockers among them, on four workers: every timer
+ * runs exactly once (stealing never runs a handle twice or drops one). */
+static atomic_int g_runs[4096];
+static void count_run(tw_timer t, void *arg)
+{
+    (void)t;
+    int i = (int)(intptr_t)arg;
+    atomic_fetch_add(&g_runs[i], 1);
+    if (i % 512 == 0)
+        t_sleep_ns(20 * T_MS);
+}
+
+static void stealing_runs_each_timer_once(void **state)
+{
+    (void)state;
+    tw_config cfg;
+    tw_config_init(&cfg);
+    cfg.workers = 4;
+    tw_service *s = t_service_cfg(&cfg);
+    for (int i = 0; i < 4096; i++) {
+        atomic_store(&g_runs[i], 0);
+        ASSERT_RC(tw_schedule(s, (uint64_t)(i % 40) * T_MS, count_run,
+                              (void *)(intptr_t)i, NULL), TW_OK);
+    }
+    t_sleep_ns(400 * T_MS);
+    ASSERT_RC(tw_stop(s, NULL), TW_OK);
+    tw_stats st;
+    t_stats(s, &st);
+    for (int i = 0; i < 4096; i++)
+        if (atomic_load(&g_runs[i]) != 1)
+            fail_msg("timer %d ran %d times", i, atomic_load(&g_runs[i]));
+    assert_int_equal(st.fired, 4096);
+    tw_destroy(s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(blocked_callback_does_not_hold_its_batch_mate),
+        cmocka_unit_test(blocked_callback_does_not_hold_a_batch),
+        cmocka_unit_test(two_blockers_three_workers),
+        cmocka_unit_test(one_worker_waits_for_the_blocker),
+        cmocka_unit_test(stealing_runs_each_timer_once),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
