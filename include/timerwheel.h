@@ -73,6 +73,11 @@ extern "C" {
 
 typedef struct tw_service tw_service; /* opaque */
 
+/* Time units, for delays and periods in nanoseconds. */
+#define TW_US  1000ull
+#define TW_MS  1000000ull
+#define TW_SEC 1000000000ull
+
 /* A timer's handle. 0 is never a valid timer. A handle names one arming
  * of one timer: after that timer fired (one-shot), was cancelled or dropped,
  * every call on the handle returns TW_ENOENT. */
