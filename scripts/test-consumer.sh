@@ -16,7 +16,10 @@
 #    of the static library starts with tw_.
 # 4. consumer/ built with find_package(timerwheel) (shared and static) and
 #    run; consumer/main.c built with `pkg-config --cflags --libs timerwheel`
-#    (gcc and clang, rpath) and with `pkg-config --static` and run.
+#    (gcc and clang, rpath) and with `pkg-config --static` (every library
+#    from its archive) and run. `pkg-config --cflags` (also --static) is the
+#    include directory alone: no -D, nothing of ck or liburcu (no
+#    Requires.private); `--libs` is timerwheel alone.
 # 5. The public header as C++11 (g++ and clang++, -Wall -Wextra -Werror):
 #    -fsyntax-only, then linked and run (extern "C").
 # The build dir is configured (gcc, -DTW_WERROR=ON) if it does not exist;
@@ -119,13 +122,36 @@ done
 gcc "${cflags[@]}" consumer/main.c -o "$tmp/pc_norpath" $(pkg-config --cflags --libs timerwheel)
 LD_LIBRARY_PATH="$libdir" "$tmp/pc_norpath" "$version" >/dev/null ||
     die "consumer (pkg-config, LD_LIBRARY_PATH) failed"
-# Fully static link of timerwheel: Libs.private / Requires.private must be complete.
+# Static link (pkg-config --static --libs): timerwheel, ck and liburcu-common
+# all from their archives (-Wl,-Bstatic), so a library missing from
+# Libs.private fails here; libc and the -pthread flag stay as usual.
 # shellcheck disable=SC2046
 gcc "${cflags[@]}" consumer/main.c -o "$tmp/pc_static" $(pkg-config --cflags timerwheel) \
-    "$libdir/libtimerwheel.a" $(pkg-config --static --libs-only-other --libs-only-l timerwheel | sed 's/-ltimerwheel//') ||
-    die "pkg-config --static link of consumer/main.c failed"
+    -Wl,-Bstatic $(pkg-config --static --libs-only-L --libs-only-l timerwheel) -Wl,-Bdynamic \
+    $(pkg-config --static --libs-only-other timerwheel) ||
+    die "pkg-config --static link of consumer/main.c failed (Libs.private incomplete?)"
 "$tmp/pc_static" "$version" >/dev/null || die "consumer (pkg-config --static) failed"
-say "pkg-config: gcc and clang (rpath), LD_LIBRARY_PATH, --static all run"
+deps="$(ldd "$tmp/pc_static")"
+if grep -E 'libtimerwheel|libck|liburcu' <<<"$deps" >&2; then
+    die "consumer (pkg-config --static) is linked with the shared libraries above"
+fi
+# What a consumer's compile line gets is the header's directory and nothing
+# else: timerwheel.h includes nothing of ck or liburcu, and a Requires.private
+# module's Cflags (Debian's ck.pc: -D__x86_64__) would reach every user's build.
+# A shared-library consumer links timerwheel alone.
+for how in "--cflags" "--cflags --static"; do
+    # shellcheck disable=SC2086  # $how is two words
+    got="$(pkg-config $how timerwheel | xargs)"
+    [ "$got" = "-I$prefix/include" ] ||
+        die "pkg-config $how timerwheel says '$got', expected only -I$prefix/include (no -D, nothing of ck/urcu)"
+done
+got="$(pkg-config --libs timerwheel | xargs)"
+[ "$got" = "-L$libdir -ltimerwheel" ] ||
+    die "pkg-config --libs timerwheel says '$got', expected -L$libdir -ltimerwheel"
+[ -z "$(pkg-config --print-requires --print-requires-private timerwheel)" ] ||
+    die "timerwheel.pc has Requires: its modules' Cflags would reach consumers"
+say "pkg-config: gcc and clang (rpath), LD_LIBRARY_PATH, --static all run;" \
+    "--cflags is -I<prefix>/include alone"
 
 # ---- 5. the header as C++ --------------------------------------------------
 for cxx in g++ clang++; do
