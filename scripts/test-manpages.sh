@@ -7,9 +7,14 @@
 # 1. Every page renders without a warning at 80 columns
 #    (`groff -t -man -Tutf8 -ww -z`); it has NAME, SYNOPSIS, DESCRIPTION,
 #    RETURN VALUE (or ERRORS), EXAMPLE and SEE ALSO sections.
-# 2. Every alias page is one `.so man3/<page>.3` line, its target exists and
-#    lists the alias in its NAME section, and `man --warnings -M
-#    <prefix>/share/man 3 <alias>` renders it from the installed tree.
+# 2. Every alias is a relative symlink to a page beside it (man/<alias>.3 ->
+#    <page>.3; not a `.so` include, which man -l resolves from the current
+#    directory), the page lists the alias in its NAME section, and it is
+#    installed as the same symlink.
+# 2b. Every page and alias renders, with `man --warnings`, no warning and
+#    non-empty output, both as README says to read it in the tree (`man -l
+#    man/<name>.3` from the repository root) and installed (`man -M
+#    <prefix>/share/man 3 <name>`), and the two renderings are the same.
 # 3. Every TW_API function of timerwheel.h has a page or an alias, and every
 #    page is installed in share/man/man3.
 # 4. Each EXAMPLE (the lines between `.\" example-begin` and
@@ -60,25 +65,37 @@ unroff() {
     printf '%s\n' "$out" | tr '\001' '\\'
 }
 
-pages=0 aliases=0 examples=0
+# render <description> <command...>: its output; no warning, not empty.
+render() {
+    local what="$1" out; shift
+    out="$("$@" 2>"$tmp/err")" || die "$what failed: $(cat "$tmp/err")"
+    [ ! -s "$tmp/err" ] || die "$what: $(cat "$tmp/err")"
+    [ -n "$out" ] || die "$what: empty output"
+    printf '%s\n' "$out"
+}
+
+pages=0 aliases=0 examples=0 rendered=0
 for page in man/*.3; do
     name="$(basename "$page" .3)"
-    [ -f "$mandir/man3/$name.3" ] || die "$page is not installed in share/man/man3"
-    if [[ "$(head -1 "$page")" == .so\ * ]]; then
+    if [ -L "$page" ]; then
         # ---- alias ----
-        [ "$(wc -l <"$page")" -eq 1 ] || die "$page: an alias page is one .so line"
-        target="$(sed -n 's|^\.so man3/\(.*\)\.3$|\1|p' "$page")"
-        [ -n "$target" ] && [ -f "man/$target.3" ] || die "$page: .so target man3/$target.3 missing"
-        grep -q "\\b$name\\b" <<<"$(sed -n '/^\.SH NAME/,/^\.SH/p' "man/$target.3")" ||
-            die "$page: man/$target.3 does not list $name in its NAME section"
+        target="$(readlink "$page")"
+        [[ "$target" =~ ^[a-z0-9_]+\.3$ ]] ||
+            die "$page: an alias is a symlink to a page beside it (<page>.3), not to '$target'"
+        [ -f "man/$target" ] && [ ! -L "man/$target" ] ||
+            die "$page: its target man/$target is missing or itself an alias"
+        grep -q "\\b$name\\b" <<<"$(sed -n '/^\.SH NAME/,/^\.SH/p' "man/$target")" ||
+            die "$page: man/$target does not list $name in its NAME section"
+        [ -L "$mandir/man3/$name.3" ] && [ "$(readlink "$mandir/man3/$name.3")" = "$target" ] ||
+            die "$page: not installed as the same symlink (-> $target)"
         aliases=$((aliases + 1))
-        # From the installed tree, as a user reads it: the .so resolves.
-        out="$(man --warnings -M "$mandir" 3 "$name" 2>"$tmp/err")" ||
-            die "man 3 $name failed: $(cat "$tmp/err")"
-        [ ! -s "$tmp/err" ] || die "man 3 $name: $(cat "$tmp/err")"
-        [ -n "$out" ] || die "man 3 $name: empty"
     else
         # ---- page ----
+        if grep -q '^\.so' "$page"; then
+            die "$page: a .so include (man -l resolves it from the current directory," \
+                "so it fails in the tree); make an alias a symlink: ln -s <page>.3 $page"
+        fi
+        [ -f "$mandir/man3/$name.3" ] || die "$page is not installed in share/man/man3"
         cmp -s "$page" "$mandir/man3/$name.3" || die "$page: the installed copy differs"
         # 80 columns, as man renders it (a table too wide is a warning).
         err="$(groff -t -man -Tutf8 -ww -z -rLL=78n "$page" 2>&1)" || die "$page: groff failed: $err"
@@ -118,12 +135,20 @@ for page in man/*.3; do
         [ "$found" = 1 ] || die "$page: no example between .\\\" example-begin and .\\\" example-end"
         pages=$((pages + 1))
     fi
+    # ---- every page and alias, as a user reads it ----
+    # In the tree from the repository root, as README says; then installed.
+    tree_out="$(render "man -l $page" man --warnings -l "$page")"
+    inst_out="$(render "man 3 $name (installed)" man --warnings -M "$mandir" 3 "$name")"
+    [ "$tree_out" = "$inst_out" ] ||
+        die "man -l $page and the installed man 3 $name render differently"
+    rendered=$((rendered + 1))
 done
 
 # Every public function has a page or an alias.
 api="$(sed -n 's/^TW_API[^(]*[ *]\(tw_[a-z0-9_]*\)(.*/\1/p' include/timerwheel.h | sort -u)"
 for fn in $api; do
-    [ -f "man/$fn.3" ] || die "no man page for $fn (add man/$fn.3, or a .so alias)"
+    [ -f "man/$fn.3" ] || die "no man page for $fn (add man/$fn.3, or an alias: ln -s <page>.3 man/$fn.3)"
 done
-say "$pages pages and $aliases aliases render without warnings, installed;" \
+say "$pages pages and $aliases aliases (symlinks) render without warnings, in the tree" \
+    "(man -l from the repository root) and installed ($rendered of each);" \
     "$examples examples compile (gcc, clang) and run; all $(echo "$api" | wc -l) API functions documented"
