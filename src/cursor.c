@@ -160,11 +160,9 @@ int tw__cursor_start(tw_service *s)
     atomic_init(&s->wake_tick, AWAKE);
     atomic_init(&s->wake_seq, 0);
     atomic_init(&s->cursor_quit, false);
-    if (pthread_create(&s->cursor, NULL, cursor_main, s) != 0)
-        return TW_EAGAIN;
-    /* Named here, not by the thread, so the name is there when tw_create
-     * returns (top -H, perf, gdb). Failure only costs the name. */
-    (void)pthread_setname_np(s->cursor, "tw-cursor");
+    int rc = tw__thread_start(&s->cursor, cursor_main, s, "tw-cursor");
+    if (rc != TW_OK)
+        return rc;
     s->cursor_started = true;
     return TW_OK;
 }

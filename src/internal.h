@@ -488,14 +488,39 @@ void tw__rearm(tw_service *s, tw_record *rec, uint32_t idx, uint64_t state,
                uint64_t next_deadline);
 uint64_t tw__next_period_deadline(const tw_service *s, uint64_t deadline, uint64_t period);
 
-/* The callback the current thread is running, if any (EDEADLK checks). */
+/* What the current thread is inside (TW_EDEADLK checks, threads.c): the
+ * callback it runs, and the services whose tw_advance or tw_stop it is
+ * inside (nested: a callback may stop another service). */
+#define TW_HOLDS 4
 typedef struct tw_running_tls {
-    tw_service *s;
-    tw_timer t;
-    int in_advance;      /* depth of tw_advance on this thread */
-    tw_service *adv_s;   /* service of that tw_advance */
+    tw_service *s;       /* the callback it runs: service (NULL: none) ... */
+    tw_timer t;          /* ... and handle */
+    tw_service *holds[TW_HOLDS];
 } tw_running_tls;
 extern _Thread_local tw_running_tls tw__self;
+
+/* ---- threads.c --------------------------------------------------------- */
+
+/* Start a library thread with asynchronous signals blocked, named `name`.
+ * TW_OK or TW_EAGAIN. */
+int  tw__thread_start(pthread_t *t, void *(*fn)(void *), void *arg, const char *name);
+/* Holdings of the calling thread: is it inside tw_advance or tw_stop of s;
+ * enter one (a slot for tw__unhold, -1 if nested too deep); leave it. */
+bool tw__holds(const tw_service *s);
+int  tw__hold(tw_service *s);
+void tw__unhold(int slot);
+/* Waits: before waiting for (kind, s, t), publish it and look for a cycle
+ * of waits through other threads' callbacks; TW_EDEADLK (nothing
+ * published) if there is one. `saved` keeps the thread's outer wait, which
+ * tw__wait_end puts back. */
+enum { TW_WAIT_NONE, TW_WAIT_TIMER, TW_WAIT_CALLBACKS, TW_WAIT_DRAIN };
+typedef struct tw_wait_saved {
+    int kind;
+    tw_service *s;
+    tw_timer t;
+} tw_wait_saved;
+int  tw__wait_begin(tw_service *s, int kind, tw_timer t, tw_wait_saved *saved);
+void tw__wait_end(const tw_wait_saved *saved);
 
 /* ---- service.c --------------------------------------------------------- */
 

@@ -410,6 +410,8 @@ void tw_stats_get(tw_service *s, tw_stats *out)
 
 void tw_lateness_histogram(tw_service *s, uint64_t buckets[TW_LATENESS_BUCKETS])
 {
+    if (!buckets)
+        return; /* as tw_stats_get(s, NULL): nothing to fill */
     for (int b = 0; b < TW_LATENESS_BUCKETS; b++)
         buckets[b] = s ? sum_field(s, offsetof(tw_stripe, lateness) +
                                           (size_t)b * sizeof(uint64_t))
@@ -487,9 +489,12 @@ int tw_create(const tw_config *cfg, tw_service **out)
     return TW_OK;
 }
 
+/* From a callback of s or from inside its tw_stop (on_pending) or
+ * tw_advance, destroying s would free what the caller is running on: that
+ * call is refused and does nothing (documented). */
 void tw_destroy(tw_service *s)
 {
-    if (!s)
+    if (!s || tw__self.s == s || tw__holds(s))
         return;
     tw_stop(s, NULL);
     service_free(s);
@@ -682,6 +687,8 @@ int tw_cancel(tw_service *s, tw_timer t)
     return rec ? cancel_record(s, rec, t) : TW_ENOENT;
 }
 
+/* The wait may close a cycle through other callbacks (threads.c): then
+ * TW_EDEADLK, before the cancel, so nothing is done. */
 int tw_cancel_sync(tw_service *s, tw_timer t)
 {
     if (!s)
@@ -691,8 +698,13 @@ int tw_cancel_sync(tw_service *s, tw_timer t)
     tw_record *rec = tw__rec_of(&s->rec, t);
     if (!rec)
         return TW_ENOENT;
-    int rc = cancel_record(s, rec, t);
+    tw_wait_saved outer;
+    int rc = tw__wait_begin(s, TW_WAIT_TIMER, t, &outer);
+    if (rc != TW_OK)
+        return rc;
+    rc = cancel_record(s, rec, t);
     tw__wait_not_running(s, rec, tw__handle_gen(t));
+    tw__wait_end(&outer);
     return rc;
 }
 
@@ -880,11 +892,18 @@ int tw_advance(tw_service *s, uint64_t now_ns)
 {
     if (!s || s->cfg.clock != TW_CLOCK_MANUAL)
         return TW_EINVAL;
-    if (tw__self.s == s || tw__self.adv_s == s)
-        return TW_EDEADLK;
+    if (tw__self.s == s || tw__holds(s))
+        return TW_EDEADLK; /* from its callback, its on_pending, inside itself */
     if (stopping(s))
         return TW_ESHUTDOWN;
+    /* Another thread's tw_advance of s may hold the lock, and a callback it
+     * runs may wait for ours (threads.c). */
+    tw_wait_saved outer;
+    int wrc = tw__wait_begin(s, TW_WAIT_DRAIN, 0, &outer);
+    if (wrc != TW_OK)
+        return wrc;
     pthread_mutex_lock(&s->drain_lock);
+    tw__wait_end(&outer);
     int rc = TW_OK;
     /* Relaxed: the drain lock orders the advancing threads. */
     if (stopping(s))
@@ -895,12 +914,11 @@ int tw_advance(tw_service *s, uint64_t now_ns)
     if (rc == TW_OK) {
         /* Release: a thread that reads the new time sees what we did before. */
         atomic_store_explicit(&s->manual_now, now_ns, memory_order_release);
-        tw_service *saved = tw__self.adv_s;
-        tw__self.adv_s = s;
+        int held = tw__hold(s);
         tw__wheel_step(s, tw__tick_floor(s, now_ns));
         tw__deliver(s);
         tw__wheel_maintain(s);
-        tw__self.adv_s = saved;
+        tw__unhold(held);
     }
     pthread_mutex_unlock(&s->drain_lock);
     return rc;
@@ -962,18 +980,27 @@ static void sweep(tw_service *s, tw_callback on_pending)
     }
 }
 
+/* TW_EDEADLK from a callback of s, from on_pending (the stopping thread's
+ * own call inside tw_stop), and when waiting for s's callbacks would close
+ * a cycle through other callbacks (threads.c): nothing is done then. */
 int tw_stop(tw_service *s, tw_callback on_pending)
 {
     if (!s)
         return TW_EINVAL;
-    if (tw__self.s == s || tw__self.adv_s == s)
+    if (tw__self.s == s || tw__holds(s))
         return TW_EDEADLK;
+    tw_wait_saved outer;
+    int wrc = tw__wait_begin(s, TW_WAIT_CALLBACKS, 0, &outer);
+    if (wrc != TW_OK)
+        return wrc;
     pthread_mutex_lock(&s->stop_lock);
     /* Relaxed: stop_lock orders the stoppers. */
     if (atomic_load_explicit(&s->stop_state, memory_order_relaxed) == TW_STOPPED) {
         pthread_mutex_unlock(&s->stop_lock);
+        tw__wait_end(&outer);
         return TW_OK;
     }
+    int held = tw__hold(s); /* on_pending runs inside it */
     /* Seq_cst: the stop's half of the pairing with producers (see top). */
     atomic_store_explicit(&s->stop_state, TW_STOPPING, memory_order_seq_cst);
     tw__cursor_quit(s);
@@ -983,5 +1010,7 @@ int tw_stop(tw_service *s, tw_callback on_pending)
     atomic_store_explicit(&s->stop_state, TW_STOPPED, memory_order_seq_cst);
     pthread_mutex_unlock(&s->drain_lock);
     pthread_mutex_unlock(&s->stop_lock);
+    tw__unhold(held);
+    tw__wait_end(&outer);
     return TW_OK;
 }

@@ -628,10 +628,9 @@ int tw__pool_start(tw_service *s, uint32_t nthreads)
     }
     p->nworkers = nthreads; /* seen by every worker: written before they start */
     for (uint32_t i = 0; i < nthreads; i++) {
-        if (pthread_create(&p->threads[i], NULL, worker_main, &p->worker[i]) != 0)
-            return TW_EAGAIN;
-        /* As the cursor's (cursor.c). */
-        (void)pthread_setname_np(p->threads[i], "tw-worker");
+        int rc = tw__thread_start(&p->threads[i], worker_main, &p->worker[i], "tw-worker");
+        if (rc != TW_OK)
+            return rc;
         p->nthreads++;
     }
     return TW_OK;

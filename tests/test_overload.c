@@ -250,8 +250,8 @@ static void max_timers_eagain_is_exact_across_threads(void **state)
     t[1].h[0] = 0;
     ex_thread *last = &t[3];
     last->cancel_half = 0;
-    assert_int_equal(pthread_create(&last->th, NULL, ex_fill, last), 0);
     pthread_barrier_init(&ex_start, NULL, 1);
+    assert_int_equal(pthread_create(&last->th, NULL, ex_fill, last), 0);
     pthread_join(last->th, NULL);
     pthread_barrier_destroy(&ex_start);
     t_stats(s, &st);

@@ -1,6 +1,8 @@
 /* test_periodic.c: tw_schedule_every; fixed rate, no drift, missed runs skipped. */
 #include "tw_test.h"
 
+#include <stdatomic.h>
+
 static int setup(void **state)
 {
     (void)state;
@@ -171,7 +173,7 @@ static void periodic_manual_runs_every_processed_tick(void **state)
 #define MONO_RUNS 400
 typedef struct mono_per {
     tw_service *s;
-    int runs;
+    atomic_int runs;          /* the test thread polls it */
     uint64_t deadline[MONO_RUNS], start[MONO_RUNS], end[MONO_RUNS];
 } mono_per;
 
@@ -186,17 +188,18 @@ static void mono_run(tw_timer t, void *arg)
 {
     mono_per *m = arg;
     uint64_t start = tw_now(m->s);
-    if (m->runs >= MONO_RUNS)
+    int i = atomic_load(&m->runs);
+    if (i >= MONO_RUNS)
         return;
     tw_record *rec = tw__rec_of(&m->s->rec, t);
     /* The run's deadline (since the origin): the record holds it until the
      * re-arm, which comes after this callback returns. */
-    m->deadline[m->runs] = atomic_load(&rec->deadline) + m->s->origin;
-    m->start[m->runs] = start;
-    if (m->runs % 7 == 3) /* now and then a run that overruns a period */
-        t_sleep_ns(2 * T_MS + (uint64_t)(m->runs % 3) * T_MS / 2);
-    m->end[m->runs] = mono_now();
-    m->runs++;
+    m->deadline[i] = atomic_load(&rec->deadline) + m->s->origin;
+    m->start[i] = start;
+    if (i % 7 == 3) /* now and then a run that overruns a period */
+        t_sleep_ns(2 * T_MS + (uint64_t)(i % 3) * T_MS / 2);
+    m->end[i] = mono_now();
+    atomic_store(&m->runs, i + 1); /* runs never overlap: one writer at a time */
 }
 
 static void periodic_monotonic_skips_only_passed_runs(void **state)
@@ -213,13 +216,14 @@ static void periodic_monotonic_skips_only_passed_runs(void **state)
         m.s = s;
         tw_timer h;
         ASSERT_RC(tw_schedule_every(s, 0, cfg.tick_ns, mono_run, &m, &h), TW_OK);
-        for (int i = 0; i < 3000 && m.runs < MONO_RUNS; i++)
+        for (int i = 0; i < 3000 && atomic_load(&m.runs) < MONO_RUNS; i++)
             t_sleep_ns(T_MS);
         ASSERT_RC(tw_cancel_sync(s, h), TW_OK);
         ASSERT_RC(tw_stop(s, NULL), TW_OK);
-        assert_true(m.runs >= 100);
+        int runs = atomic_load(&m.runs);
+        assert_true(runs >= 100);
         int skipped = 0;
-        for (int i = 0; i + 1 < m.runs; i++) {
+        for (int i = 0; i + 1 < runs; i++) {
             uint64_t d = m.deadline[i], nd = m.deadline[i + 1], P = cfg.tick_ns;
             if (m.start[i] < d)
                 fail_msg("workers %u: run %d started %" PRIu64 " ns early", workers, i,
@@ -238,7 +242,7 @@ static void periodic_monotonic_skips_only_passed_runs(void **state)
             skipped += (int)(k - 1);
         }
         print_message("      workers %u: %d runs, %d grid points skipped (runs that overran)\n",
-                      workers, m.runs, skipped);
+                      workers, runs, skipped);
         tw_destroy(s);
     }
 }

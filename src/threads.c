@@ -1,0 +1,285 @@
+/*
+ * threads.c: the library's own threads, and the waits of callers on
+ * callbacks.
+ *
+ * Starting a thread (tw__thread_start). The cursor and the workers are
+ * started with every asynchronous signal blocked (SIGINT, SIGTERM,
+ * SIGCHLD, SIGUSR1, ...): the kernel hands a process-directed signal to
+ * any thread that does not block it, and an application's handler must not
+ * run on tw-cursor or tw-worker, where it could interrupt a callback or
+ * take a lock the application's own threads hold. The mask is set in the
+ * creating thread around pthread_create, so the new thread starts with it
+ * (no window before it could block them itself), and restored at once.
+ * Synchronous signals (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS)
+ * stay unblocked: they are raised by the thread's own fault and belong to
+ * it; blocked, a fault would kill the process without its handler.
+ *
+ * Waits that form a cycle. tw_cancel_sync waits for a callback of a timer,
+ * tw_stop for every callback of its service (and for a tw_advance in
+ * progress), tw_advance for another tw_advance of the same service. Each
+ * may be called from a callback of another service or the same one, so
+ * waits can form a cycle through other callbacks (A's callback waits for
+ * B's while B's waits for A's): every thread in it would sleep for good.
+ * Only threads that wait can close a cycle, and only while they hold
+ * something others may wait for: a callback they run, or a service whose
+ * tw_advance or tw_stop they are inside. So a thread about to wait while it
+ * holds something publishes, in a process-wide registry of waiters (one
+ * record per thread, made on its first such wait, reused after it exits),
+ * what it holds and what it waits for (seq_cst), and then follows the
+ * waits from its target: to every published waiter that holds the target,
+ * to what that one waits for, and so on. If the search comes back to the
+ * caller, the call answers TW_EDEADLK and does nothing. Of the threads of
+ * a cycle, the last to publish sees every other's entry (each publishes
+ * before it searches): at least one of them is refused, and its callback
+ * returns, which ends the others' waits. A thread that holds nothing (not
+ * in a callback, tw_advance or tw_stop) cannot be waited for and does not
+ * publish: waits from ordinary threads cost nothing here.
+ *
+ * The search reads a moving registry; a cycle it finds is looked for once
+ * more before the refusal, so a wait that ended meanwhile does not make a
+ * spurious TW_EDEADLK. Holdings nest (a callback that calls tw_stop of
+ * another service, whose on_pending calls tw_cancel_sync): up to
+ * TW_HOLDS services and the callback are published.
+ */
+#include "internal.h"
+
+#include <signal.h>
+#include <stdlib.h>
+
+/* ---- starting a thread ------------------------------------------------------ */
+
+int tw__thread_start(pthread_t *t, void *(*fn)(void *), void *arg, const char *name)
+{
+    sigset_t all, saved;
+    sigfillset(&all);
+    static const int synchronous[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS};
+    for (size_t i = 0; i < sizeof synchronous / sizeof synchronous[0]; i++)
+        sigdelset(&all, synchronous[i]);
+    pthread_sigmask(SIG_SETMASK, &all, &saved);
+    int rc = pthread_create(t, NULL, fn, arg);
+    pthread_sigmask(SIG_SETMASK, &saved, NULL);
+    if (rc != 0)
+        return TW_EAGAIN;
+    /* Named here, not by the thread, so the name is there when tw_create
+     * returns (top -H, perf, gdb). Failure only costs the name. */
+    (void)pthread_setname_np(*t, name);
+    return TW_OK;
+}
+
+/* ---- the registry of waiters ------------------------------------------------ */
+
+typedef struct tw_waiter {
+    /* What the thread holds (valid while `kind` says it waits). */
+    _Atomic(tw_service *) run_s;      /* the callback it runs: service ... */
+    _Atomic tw_timer run_t;           /* ... and handle (0: none) */
+    _Atomic(tw_service *) holds[TW_HOLDS]; /* services whose tw_advance or
+                                         tw_stop it is inside (NULL: none) */
+    /* What it waits for. */
+    _Atomic int kind;                 /* TW_WAIT_*; NONE: not waiting */
+    _Atomic(tw_service *) wait_s;
+    _Atomic tw_timer wait_t;
+    struct tw_waiter *next;           /* registry link, set before it is linked */
+    _Atomic bool taken;               /* a thread owns it */
+} tw_waiter;
+
+static _Atomic(tw_waiter *) g_waiters;  /* push-only list; records never freed */
+static pthread_key_t g_waiter_key;
+static bool g_waiter_key_ok;
+static pthread_once_t g_waiter_once = PTHREAD_ONCE_INIT;
+static _Thread_local tw_waiter *t_waiter;
+
+static void waiter_release(void *w)
+{
+    /* Release: the next owner starts from our last stores. */
+    atomic_store_explicit(&((tw_waiter *)w)->taken, false, memory_order_release);
+}
+
+static void waiter_key_create(void)
+{
+    g_waiter_key_ok = pthread_key_create(&g_waiter_key, waiter_release) == 0;
+}
+
+/* This thread's record: a free one from the registry, else a new one. */
+static tw_waiter *my_waiter(void)
+{
+    if (t_waiter)
+        return t_waiter;
+    pthread_once(&g_waiter_once, waiter_key_create);
+    tw_waiter *w;
+    /* Acquire: the records linked before, and their release at exit. */
+    for (w = atomic_load_explicit(&g_waiters, memory_order_acquire); w; w = w->next) {
+        bool free_one = false;
+        /* Acq_rel: take it over from the thread that released it. */
+        if (atomic_compare_exchange_strong_explicit(&w->taken, &free_one, true,
+                                                    memory_order_acq_rel,
+                                                    memory_order_relaxed))
+            break;
+    }
+    if (!w) {
+        w = calloc(1, sizeof *w);
+        if (!w)
+            return NULL;
+        atomic_init(&w->taken, true);
+        tw_waiter *head = atomic_load_explicit(&g_waiters, memory_order_relaxed);
+        do {
+            w->next = head;
+            /* Release: the record's initial state before it is reachable. */
+        } while (!atomic_compare_exchange_weak_explicit(&g_waiters, &head, w,
+                                                        memory_order_release,
+                                                        memory_order_relaxed));
+    }
+    if (g_waiter_key_ok)
+        (void)pthread_setspecific(g_waiter_key, w);
+    t_waiter = w;
+    return w;
+}
+
+/* ---- what a waiter holds ---------------------------------------------------- */
+
+static bool holds_anything(void)
+{
+    if (tw__self.s)
+        return true;
+    for (int i = 0; i < TW_HOLDS; i++)
+        if (tw__self.holds[i])
+            return true;
+    return false;
+}
+
+/* Does w (a snapshot of its fields) hold what (kind, s, t) waits for? */
+static bool waiter_holds(tw_waiter *w, int kind, tw_service *s, tw_timer t)
+{
+    /* Acquire (all loads): pairs with the publisher's seq_cst stores. */
+    if (kind == TW_WAIT_TIMER)
+        return atomic_load_explicit(&w->run_s, memory_order_acquire) == s &&
+               atomic_load_explicit(&w->run_t, memory_order_acquire) == t;
+    if (kind == TW_WAIT_CALLBACKS &&
+        atomic_load_explicit(&w->run_s, memory_order_acquire) == s)
+        return true;
+    for (int i = 0; i < TW_HOLDS; i++)
+        if (atomic_load_explicit(&w->holds[i], memory_order_acquire) == s)
+            return true;
+    return false;
+}
+
+/* ---- the search ------------------------------------------------------------- */
+
+#define TW_SEARCH_MAX 256 /* waiters a search looks at, at most */
+
+typedef struct search {
+    tw_waiter *me;
+    tw_waiter *seen[TW_SEARCH_MAX];
+    int nseen;
+} search;
+
+static bool seen_before(search *x, tw_waiter *w)
+{
+    for (int i = 0; i < x->nseen; i++)
+        if (x->seen[i] == w)
+            return true;
+    if (x->nseen < TW_SEARCH_MAX)
+        x->seen[x->nseen++] = w;
+    return false;
+}
+
+/* Is there a path of waits from (kind, s, t) back to x->me? */
+static bool leads_back(search *x, int kind, tw_service *s, tw_timer t, int depth)
+{
+    if (depth > TW_SEARCH_MAX)
+        return false;
+    /* Acquire: every record linked so far. */
+    for (tw_waiter *w = atomic_load_explicit(&g_waiters, memory_order_acquire); w;
+         w = w->next) {
+        /* Seq_cst: the searcher's half of the publish-then-search pairing. */
+        int wk = atomic_load_explicit(&w->kind, memory_order_seq_cst);
+        if (wk == TW_WAIT_NONE || !waiter_holds(w, kind, s, t))
+            continue;
+        if (w == x->me)
+            return true;
+        if (seen_before(x, w))
+            continue;
+        tw_service *ws = atomic_load_explicit(&w->wait_s, memory_order_acquire);
+        tw_timer wt = atomic_load_explicit(&w->wait_t, memory_order_acquire);
+        if (leads_back(x, wk, ws, wt, depth + 1))
+            return true;
+    }
+    return false;
+}
+
+static bool cycle_from(tw_waiter *me, int kind, tw_service *s, tw_timer t)
+{
+    search x = {.me = me};
+    return leads_back(&x, kind, s, t, 0);
+}
+
+/* ---- publishing a wait ------------------------------------------------------- */
+
+static void publish(tw_waiter *w, int kind, tw_service *s, tw_timer t)
+{
+    /* Relaxed, these: published by the seq_cst store of kind below. */
+    atomic_store_explicit(&w->run_s, tw__self.s, memory_order_relaxed);
+    atomic_store_explicit(&w->run_t, tw__self.t, memory_order_relaxed);
+    for (int i = 0; i < TW_HOLDS; i++)
+        atomic_store_explicit(&w->holds[i], tw__self.holds[i], memory_order_relaxed);
+    atomic_store_explicit(&w->wait_s, s, memory_order_relaxed);
+    atomic_store_explicit(&w->wait_t, t, memory_order_relaxed);
+    /* Seq_cst: the publisher's half of the pairing with the searches. */
+    atomic_store_explicit(&w->kind, kind, memory_order_seq_cst);
+}
+
+int tw__wait_begin(tw_service *s, int kind, tw_timer t, tw_wait_saved *saved)
+{
+    saved->kind = TW_WAIT_NONE;
+    if (!holds_anything())
+        return TW_OK; /* nobody waits for this thread: no cycle through it */
+    tw_waiter *w = my_waiter();
+    if (!w)
+        return TW_OK; /* no memory for a record: wait unchecked, as before */
+    /* Relaxed: our own record's fields, written only by this thread. */
+    saved->kind = atomic_load_explicit(&w->kind, memory_order_relaxed);
+    saved->s = atomic_load_explicit(&w->wait_s, memory_order_relaxed);
+    saved->t = atomic_load_explicit(&w->wait_t, memory_order_relaxed);
+    publish(w, kind, s, t);
+    if (cycle_from(w, kind, s, t) && cycle_from(w, kind, s, t)) {
+        tw__wait_end(saved);
+        return TW_EDEADLK;
+    }
+    return TW_OK;
+}
+
+void tw__wait_end(const tw_wait_saved *saved)
+{
+    if (!t_waiter)
+        return;
+    if (saved->kind != TW_WAIT_NONE)
+        publish(t_waiter, saved->kind, saved->s, saved->t); /* the outer wait again */
+    else /* Seq_cst: as in publish. */
+        atomic_store_explicit(&t_waiter->kind, TW_WAIT_NONE, memory_order_seq_cst);
+}
+
+/* ---- holdings ------------------------------------------------------------------ */
+
+bool tw__holds(const tw_service *s)
+{
+    for (int i = 0; i < TW_HOLDS; i++)
+        if (tw__self.holds[i] == s)
+            return true;
+    return false;
+}
+
+int tw__hold(tw_service *s)
+{
+    for (int i = 0; i < TW_HOLDS; i++) {
+        if (!tw__self.holds[i]) {
+            tw__self.holds[i] = s;
+            return i;
+        }
+    }
+    return -1; /* nested deeper than TW_HOLDS: not published (see top) */
+}
+
+void tw__unhold(int slot)
+{
+    if (slot >= 0)
+        tw__self.holds[slot] = NULL;
+}

@@ -1,0 +1,250 @@
+/* test_deadlock.c: waits that would never end (issue 13). Callbacks that
+ * tw_cancel_sync each other, in a cycle of two or three, or through
+ * tw_stop's wait; tw_stop and tw_advance from on_pending. One caller of a
+ * cycle gets TW_EDEADLK and does nothing, the others proceed, and the
+ * service stops. Each test runs under a watchdog (alarm): a regression
+ * kills the program instead of hanging CI. MONOTONIC, real workers. */
+#include "tw_test.h"
+
+#include <signal.h>
+#include <stdatomic.h>
+#include <unistd.h>
+
+#define WATCHDOG_S 30
+
+static int setup(void **state)
+{
+    (void)state;
+    alarm(WATCHDOG_S);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    alarm(0);
+    return 0;
+}
+
+/* ---- a cycle of tw_cancel_sync between callbacks ---------------------------- */
+
+#define RING_MAX 3
+
+typedef struct ring {
+    tw_service *s;
+    int n;                      /* callbacks in the cycle */
+    tw_timer h[RING_MAX];
+    atomic_int started;
+    atomic_int rc[RING_MAX];
+    atomic_int returned;
+} ring;
+
+typedef struct ring_arg {
+    ring *r;
+    int i;
+} ring_arg;
+
+/* Callback i waits until every callback of the ring has started, then
+ * cancel_syncs callback i + 1 (the last one a little later, so that the
+ * cycle closes with its call). */
+static void ring_member(tw_timer t, void *arg)
+{
+    (void)t;
+    ring_arg *a = arg;
+    ring *r = a->r;
+    atomic_fetch_add(&r->started, 1);
+    while (atomic_load(&r->started) < r->n)
+        t_sleep_ns(T_MS);
+    if (a->i == r->n - 1)
+        t_sleep_ns(50 * T_MS); /* the others are waiting by then */
+    int rc = tw_cancel_sync(r->s, r->h[(a->i + 1) % r->n]);
+    atomic_store(&r->rc[a->i], rc);
+    atomic_fetch_add(&r->returned, 1);
+}
+
+static void run_ring(int n)
+{
+    tw_config cfg;
+    tw_config_init(&cfg);
+    cfg.workers = (uint32_t)n;
+    tw_service *s = t_service_cfg(&cfg);
+    static ring r;
+    memset(&r, 0, sizeof r);
+    r.s = s;
+    r.n = n;
+    static ring_arg args[RING_MAX];
+    for (int i = 0; i < n; i++) {
+        args[i] = (ring_arg){&r, i};
+        atomic_store(&r.rc[i], 1);
+        /* Due 10, 30, 50 ms: different ticks, so each runs on its own worker
+         * (stealing spreads them anyway). */
+        ASSERT_RC(tw_schedule(s, (uint64_t)(10 + 20 * i) * T_MS, ring_member, &args[i],
+                              &r.h[i]), TW_OK);
+    }
+    while (atomic_load(&r.returned) < n)
+        t_sleep_ns(T_MS);
+    int refused = 0;
+    for (int i = 0; i < n; i++) {
+        int rc = atomic_load(&r.rc[i]);
+        if (rc == TW_EDEADLK)
+            refused++;
+        else if (rc != TW_ENOENT) /* the others waited for a one-shot that ran */
+            fail_msg("callback %d: tw_cancel_sync returned %s", i, t_code(rc));
+    }
+    assert_true(refused >= 1);
+    print_message("      a cycle of %d: %d refused with TW_EDEADLK\n", n, refused);
+    ASSERT_RC(tw_stop(s, NULL), TW_OK);
+    tw_destroy(s);
+}
+
+static void cancel_sync_cycle_of_two_is_refused(void **state)
+{
+    (void)state;
+    run_ring(2);
+}
+
+static void cancel_sync_cycle_of_three_is_refused(void **state)
+{
+    (void)state;
+    run_ring(3);
+}
+
+/* A chain that is not a cycle waits, and ends: A waits for B, which
+ * sleeps and returns. */
+static atomic_int chain_rc;
+static tw_service *chain_s;
+static tw_timer chain_b;
+static atomic_bool chain_b_started;
+static void chain_b_run(tw_timer t, void *arg)
+{
+    (void)t;
+    (void)arg;
+    atomic_store(&chain_b_started, true);
+    t_sleep_ns(100 * T_MS);
+}
+static void chain_a_run(tw_timer t, void *arg)
+{
+    (void)t;
+    (void)arg;
+    while (!atomic_load(&chain_b_started))
+        t_sleep_ns(T_MS);
+    atomic_store(&chain_rc, tw_cancel_sync(chain_s, chain_b));
+}
+
+static void cancel_sync_chain_waits(void **state)
+{
+    (void)state;
+    tw_config cfg;
+    tw_config_init(&cfg);
+    chain_s = t_service_cfg(&cfg);
+    atomic_store(&chain_rc, 1);
+    atomic_store(&chain_b_started, false);
+    ASSERT_RC(tw_schedule(chain_s, 10 * T_MS, chain_b_run, NULL, &chain_b), TW_OK);
+    ASSERT_RC(tw_schedule(chain_s, 12 * T_MS, chain_a_run, NULL, NULL), TW_OK);
+    while (atomic_load(&chain_rc) == 1)
+        t_sleep_ns(T_MS);
+    ASSERT_RC(atomic_load(&chain_rc), TW_ENOENT); /* it waited, B had started */
+    ASSERT_RC(tw_stop(chain_s, NULL), TW_OK);
+    tw_destroy(chain_s);
+}
+
+/* ---- a cycle through tw_stop's wait ---------------------------------------- */
+
+/* A callback of service 1 stops service 2 while a callback of service 2
+ * cancel_syncs the first: tw_stop(2) waits for 2's callback, which waits
+ * for 1's. One of the two calls is refused. */
+static tw_service *sv1, *sv2;
+static tw_timer x1;
+static atomic_bool x1_started, y2_started;
+static atomic_int stop_rc, sync_rc;
+
+static void stopper(tw_timer t, void *arg)
+{
+    (void)t;
+    (void)arg;
+    atomic_store(&x1_started, true);
+    while (!atomic_load(&y2_started))
+        t_sleep_ns(T_MS);
+    atomic_store(&stop_rc, tw_stop(sv2, NULL));
+}
+
+static void syncer(tw_timer t, void *arg)
+{
+    (void)t;
+    (void)arg;
+    atomic_store(&y2_started, true);
+    while (!atomic_load(&x1_started))
+        t_sleep_ns(T_MS);
+    t_sleep_ns(50 * T_MS); /* tw_stop(2) is waiting by then */
+    atomic_store(&sync_rc, tw_cancel_sync(sv1, x1));
+}
+
+static void cycle_through_stop_is_refused(void **state)
+{
+    (void)state;
+    tw_config cfg;
+    tw_config_init(&cfg);
+    sv1 = t_service_cfg(&cfg);
+    sv2 = t_service_cfg(&cfg);
+    atomic_store(&x1_started, false);
+    atomic_store(&y2_started, false);
+    atomic_store(&stop_rc, 1);
+    atomic_store(&sync_rc, 1);
+    ASSERT_RC(tw_schedule(sv1, 10 * T_MS, stopper, NULL, &x1), TW_OK);
+    ASSERT_RC(tw_schedule(sv2, 10 * T_MS, syncer, NULL, NULL), TW_OK);
+    while (atomic_load(&stop_rc) == 1 || atomic_load(&sync_rc) == 1)
+        t_sleep_ns(T_MS);
+    int a = atomic_load(&stop_rc), b = atomic_load(&sync_rc);
+    print_message("      tw_stop: %s, tw_cancel_sync: %s\n", t_code(a), t_code(b));
+    assert_true(a == TW_EDEADLK || b == TW_EDEADLK);
+    if (a != TW_EDEADLK)
+        ASSERT_RC(a, TW_OK);
+    if (b != TW_EDEADLK)
+        ASSERT_RC(b, TW_ENOENT);
+    ASSERT_RC(tw_stop(sv1, NULL), TW_OK);
+    ASSERT_RC(tw_stop(sv2, NULL), TW_OK);
+    tw_destroy(sv1);
+    tw_destroy(sv2);
+}
+
+/* ---- calls from on_pending --------------------------------------------------- */
+
+static tw_service *pend_s;
+static int pend_calls, pend_stop_rc, pend_adv_rc;
+
+static void on_pending_stops_again(tw_timer t, void *arg)
+{
+    (void)t;
+    (void)arg;
+    pend_calls++;
+    pend_stop_rc = tw_stop(pend_s, NULL);
+    pend_adv_rc = tw_advance(pend_s, tw_now(pend_s) + T_MS);
+    tw_destroy(pend_s); /* refused: does nothing */
+}
+
+static void stop_from_on_pending_is_edeadlk(void **state)
+{
+    (void)state;
+    pend_s = t_service(T_MS, 64, 4);
+    pend_calls = 0;
+    pend_stop_rc = pend_adv_rc = 1;
+    ASSERT_RC(tw_schedule(pend_s, T_S, t_noop, NULL, NULL), TW_OK);
+    ASSERT_RC(tw_stop(pend_s, on_pending_stops_again), TW_OK);
+    assert_int_equal(pend_calls, 1);
+    ASSERT_RC(pend_stop_rc, TW_EDEADLK);
+    ASSERT_RC(pend_adv_rc, TW_EDEADLK);
+    ASSERT_RC(tw_stop(pend_s, NULL), TW_OK); /* stopped: returns at once */
+    tw_destroy(pend_s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(cancel_sync_cycle_of_two_is_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(cancel_sync_cycle_of_three_is_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(cancel_sync_chain_waits, setup, teardown),
+        cmocka_unit_test_setup_teardown(cycle_through_stop_is_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(stop_from_on_pending_is_edeadlk, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
