@@ -7,7 +7,8 @@
 #   asan   gcc,   -Werror, ASan + UBSan, Debug               unit + stress tests, soak
 #   ship   the install in a temporary prefix (reuses build/gcc, or configures
 #          it): scripts/test-consumer.sh (find_package, pkg-config, exported
-#          symbols, the header as C++) and scripts/test-manpages.sh
+#          symbols, the header as C++), scripts/test-manpages.sh and
+#          scripts/test-readme.sh (README's C blocks compile and run as shown)
 #   fuzz   clang, libFuzzer + ASan + UBSan: scripts/test-fuzz.sh
 #          (TW_FUZZ_SECONDS, default 60 when CI=true, else 30)
 #   proof  scripts/test-proof.sh model inject valgrind: the Spin model of
@@ -108,6 +109,7 @@ config_ship() {
     run "install + consumer outside the tree (scripts/test-consumer.sh)" \
         "$repo/scripts/test-consumer.sh" build/gcc
     run "man pages (scripts/test-manpages.sh)" "$repo/scripts/test-manpages.sh" build/gcc
+    run "README code blocks (scripts/test-readme.sh)" "$repo/scripts/test-readme.sh" build/gcc
 }
 
 config_fuzz() {
