@@ -23,15 +23,22 @@
  *   tw_advance (MANUAL)  | yes        | no (EDEADLK)      | everything; two advances
  *                        |            |                   | run one after the other
  *   tw_now, tw_stats_get | yes        | yes               | everything but tw_destroy
- *   tw_stop              | yes        | no (EDEADLK)      | everything but tw_destroy
- *   tw_destroy           | yes        | no                | nothing: the caller makes
+ *   tw_stop              | yes        | no (EDEADLK), nor | everything but tw_destroy
+ *                        |            | from on_pending   |
+ *   tw_destroy           | yes        | no (ignored)      | nothing: the caller makes
  *                        |            |                   | sure no other call is made
  *
  * Progress. tw_schedule, tw_schedule_every, tw_reschedule and tw_cancel take
  * no lock and never wait: a thread stopped half-way through one of them
  * blocks neither other callers nor the cursor. tw_cancel_sync, tw_stop and
  * tw_destroy may wait (for running callbacks); tw_advance serialises with
- * other tw_advance calls on the same service.
+ * other tw_advance calls on the same service. A wait that would close a
+ * cycle (a callback waits for another callback, which waits, through any
+ * number of others, for the first; or for a tw_stop or tw_advance that
+ * waits for it) is refused: at least one of the callers gets TW_EDEADLK,
+ * with nothing done, and the others proceed. A due timer waits for a
+ * worker only while every worker is busy: an idle worker takes timers that
+ * a busy one has not started.
  *
  * Ordering. A callback sees every write the scheduling thread made before
  * tw_schedule / tw_schedule_every / tw_reschedule returned TW_OK for it.
@@ -42,7 +49,20 @@
  * Memory. Timer records live in chunks owned by the service and are reused
  * after a timer ends; a handle carries a generation, so a stale handle (one
  * whose timer fired, was cancelled or dropped) is refused with TW_ENOENT and
- * never acts on another timer. Records are freed by tw_destroy only.
+ * never acts on another timer. Records are freed by tw_destroy only. A
+ * pending timer has one entry in the wheel; a cancel, or a move earlier,
+ * leaves the old entry behind, to be dropped when its slot comes round,
+ * and the wheel compacts slots so that it never holds more than about
+ * twice the pending timers plus two entries per slot, whatever the timers'
+ * history (a timer moved earlier and later on every tick costs nothing
+ * more). A new service costs tens of KiB: slots cost memory once they are
+ * used (README has a table).
+ *
+ * Signals. The library's threads (tw-cursor, tw-worker) block every
+ * asynchronous signal (SIGINT, SIGTERM, SIGCHLD, SIGUSR1, ...), so a
+ * process-directed signal never runs the application's handler on them;
+ * synchronous ones (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS)
+ * stay with the fault that raises them.
  *
  * fork(). A service belongs to the process that created it: a child has
  * none of its threads, so make no call on it there (timers would never
@@ -110,29 +130,41 @@ typedef enum { TW_CLOCK_MONOTONIC = 0, TW_CLOCK_MANUAL = 1 } tw_clock;
 typedef struct tw_config {
     uint64_t tick_ns;        /* slot interval; default 1 ms; valid 1 us .. 1 s */
     uint32_t wheel_slots;    /* slots per wheel level; power of two, 2 .. 65536;
-                                default 4096. Levels are added until the wheel
-                                spans at least 2^42 ticks. */
+                                default 4096. The number of levels follows from
+                                it (tw_max_delay has the horizon). */
     uint32_t slot_capacity;  /* entries in a slot's fixed array before overflow
-                                handling; 1 .. 2^20, default 16. A fuller slot
+                                handling; 1 .. 2^20, default 16. The array is
+                                made when its slot is first used. A fuller slot
                                 grows (stats.overflowed), it never refuses. */
     uint32_t workers;        /* worker threads, 0 .. 1024, default 2;
                                 0 = callbacks run on the cursor thread */
-    uint64_t max_timers;     /* cap on timers in use, 0 .. 2^31 - 1 (TW_EAGAIN
-                                past it); 0 = memory is the limit. A timer is in
-                                use from tw_schedule until it is cancelled,
-                                dropped, or its (one-shot) callback returned. */
+    uint64_t max_timers;     /* cap on pending timers (armed, and not yet
+                                started, cancelled or dropped), 0 .. 2^31 - 1;
+                                0 = memory is the limit. Past it tw_schedule
+                                and tw_schedule_every answer TW_EAGAIN, only
+                                when max_timers timers are pending. A one-shot
+                                stops counting when its callback starts (that
+                                callback can arm a replacement); a periodic
+                                timer counts until cancelled or dropped. The
+                                cap is kept with per-thread budgets: no memory
+                                shared by all threads is touched per call. */
     tw_clock clock;          /* MONOTONIC: own cursor thread; MANUAL: caller drives tw_advance */
 } tw_config;
 
 typedef struct tw_stats {
-    uint64_t pending;        /* armed, not yet started, cancelled or dropped */
+    uint64_t pending;        /* armed and not yet started, cancelled or dropped
+                                (periodic: until cancelled or dropped) */
     uint64_t scheduled;      /* successful tw_schedule + tw_schedule_every */
     uint64_t fired;          /* callback runs started */
     uint64_t cancelled;      /* successful tw_cancel + tw_cancel_sync */
     uint64_t rescheduled;    /* successful tw_reschedule */
     uint64_t dropped;        /* timers handed to on_pending by tw_stop */
     uint64_t ticks;          /* ticks the cursor has processed */
-    uint64_t overflowed;     /* placements that did not fit a slot's fixed array */
+    uint64_t overflowed;     /* slot placements beyond a slot's fixed array,
+                                the library's own included (cascades to lower
+                                levels, moves, compaction), so it may exceed
+                                scheduled: a measure of crowded slots, not a
+                                fault */
     uint64_t max_lateness_ns;/* worst (callback start - deadline) seen */
 } tw_stats;
 
@@ -142,7 +174,8 @@ TW_API void tw_config_init(tw_config *cfg);
 
 /* Create a service from `cfg` (NULL = defaults) and store it in *out.
  * MONOTONIC: starts the cursor thread and cfg->workers worker threads,
- * named "tw-cursor" and "tw-worker" (as top -H, perf and gdb show them).
+ * named "tw-cursor" and "tw-worker" (as top -H, perf and gdb show them),
+ * with every asynchronous signal blocked; the caller's mask is unchanged.
  * MANUAL: starts no thread; time starts at 0 and moves only by tw_advance.
  * Returns TW_OK; TW_EINVAL for out == NULL or a field outside its range
  * (then *out is untouched); TW_ENOMEM; TW_EAGAIN if a thread could not be
@@ -159,8 +192,8 @@ TW_API int tw_create(const tw_config *cfg, tw_service **out);
  * Lock-free. *out (if out is not NULL) receives the handle before the
  * callback can run.
  * Returns TW_OK; TW_EINVAL (s or cb NULL); TW_ERANGE (delay beyond
- * tw_max_delay(s); UINT64_MAX always is); TW_EAGAIN (max_timers in use);
- * TW_ENOMEM; TW_ESHUTDOWN (tw_stop has started).
+ * tw_max_delay(s); UINT64_MAX always is); TW_EAGAIN (max_timers timers
+ * pending); TW_ENOMEM; TW_ESHUTDOWN (tw_stop has started).
  *
  *     tw_timer t;
  *     int rc = tw_schedule(s, 30 * 1000000000ull, on_idle, session, &t);
@@ -170,10 +203,15 @@ TW_API int tw_schedule(tw_service *s, uint64_t delay_ns,
 
 /* Arm a periodic timer: first run at tw_now() + first_delay_ns, then every
  * period_ns after the previous *deadline* (fixed rate, no drift). Runs never
- * overlap: the next run is armed when the previous one returns; runs missed
- * because a callback overran whole periods are skipped, not bunched. It runs
- * until cancelled or dropped. Errors as tw_schedule, plus TW_EINVAL for
- * period_ns == 0 and TW_ERANGE for a period beyond tw_max_delay(s).
+ * overlap: the next run is armed when the previous one returns, at the
+ * first deadline of the grid first + k * period after the last run's that
+ * is not missed; missed runs are skipped, not bunched. A run is missed if,
+ * when the run before it ends, MANUAL clock: its due tick was already
+ * processed (a clock passed to tw_advance beyond its deadline misses
+ * nothing while its tick is still to come); MONOTONIC: its deadline has
+ * passed. It runs until cancelled or dropped. Errors as tw_schedule, plus
+ * TW_EINVAL for period_ns == 0 and TW_ERANGE for a period beyond
+ * tw_max_delay(s).
  *
  *     tw_schedule_every(s, 0, 1000000000ull, send_ping, conn, &conn->ping);
  */
@@ -182,7 +220,10 @@ TW_API int tw_schedule_every(tw_service *s, uint64_t first_delay_ns, uint64_t pe
 
 /* Move a pending timer to tw_now() + delay_ns, earlier or later, keeping its
  * handle. Pushing a deadline later is one update of the record; the wheel
- * re-places the timer when its old slot comes round. On a periodic timer it
+ * re-places the timer when its old slot comes round. Moving it earlier
+ * places it again; the entry it leaves behind is dropped (never placed
+ * again) when its slot comes round or compacted, so a timer moved both
+ * ways, however often, costs no more memory or work than one that is not. On a periodic timer it
  * moves the next run (also from inside the run's own callback); the period
  * stays. A timer that is due but whose callback has not started is still
  * pending and is moved. Any thread. Lock-free.
@@ -207,22 +248,32 @@ TW_API int tw_cancel(tw_service *s, tw_timer t);
 
 /* As tw_cancel, and returns only once no callback run of that timer is in
  * progress, whatever it returns (spins briefly, then sleeps). TW_EDEADLK,
- * with nothing done, when called from that timer's own callback. */
+ * with nothing done, when called from that timer's own callback, or when
+ * the wait would close a cycle of waits (this callback waits for that
+ * timer's, which waits, directly or through others, for this one; see
+ * Progress at the top): one caller of such a cycle is refused, the others
+ * wait and proceed. */
 TW_API int tw_cancel_sync(tw_service *s, tw_timer t);
 
-/* TW_CLOCK_MANUAL only: set the service's clock to now_ns and run, on the
- * calling thread and before returning, every timer due by the last tick
- * boundary at or before now_ns (a timer is due at the first tick boundary
- * at or after its deadline), earliest deadline first. Other threads may schedule, cancel and
+/* TW_CLOCK_MANUAL only: set the service's clock to now_ns, process every
+ * tick boundary up to the last one at or before now_ns, and run, on the
+ * calling thread and before returning, every timer those made due,
+ * earliest deadline first. A timer is due at the first tick boundary that
+ * is at or after its deadline and has not been processed yet: so a
+ * deadline at or before the last processed boundary (delay 0, say, right
+ * after tw_advance(2 ms) with a 1 ms tick) is due at the next one (3 ms),
+ * not at a second tw_advance(2 ms). Other threads may schedule, cancel and
  * reschedule meanwhile. A timer with deadline D has started when
  * tw_advance(now) returns for any now >= D + tick_ns.
  * Returns TW_OK; TW_EINVAL (s NULL, MONOTONIC service, now_ns below the
- * current clock or above 2^63 - 2^31 ns, 292 years); TW_EDEADLK (called from a callback of this service);
+ * current clock or above 2^63 - 2^31 ns, 292 years); TW_EDEADLK (called
+ * from a callback of this service or from its on_pending, or waiting for
+ * another thread's tw_advance of s would close a cycle of waits);
  * TW_ESHUTDOWN (after tw_stop). */
 TW_API int tw_advance(tw_service *s, uint64_t now_ns);
 
 /* The service's clock in ns: MANUAL, the last tw_advance value (0 at
- * first); MONOTONIC, CLOCK_MONOTONIC. Any thread. */
+ * first); MONOTONIC, CLOCK_MONOTONIC. Any thread, callbacks included. */
 TW_API uint64_t tw_now(const tw_service *s);
 
 /* A snapshot of the counters (each is exact; they are read one after the
@@ -237,30 +288,39 @@ TW_API void tw_stats_get(tw_service *s, tw_stats *out);
  * progress is waited for and then handed to on_pending once (it has no
  * further run); a cancelled one is not. Idempotent: a second call waits for
  * the first to finish and returns TW_OK. Returns TW_OK; TW_EINVAL (s NULL);
- * TW_EDEADLK (called from a callback of this service). */
+ * TW_EDEADLK, with nothing done (called from a callback of this service,
+ * from on_pending, i.e. inside this very tw_stop, or from a callback of
+ * another service whose wait for this one's callbacks would close a cycle
+ * of waits). */
 TW_API int tw_stop(tw_service *s, tw_callback on_pending);
 
 /* tw_stop(s, NULL) if needed, join every thread, free everything. NULL is
- * a no-op. Must not race with any other call on s. */
+ * a no-op; so is a call from a callback of s or from its on_pending (it
+ * would free what the caller runs on). Must not race with any other call
+ * on s. */
 TW_API void tw_destroy(tw_service *s);
 
 /* ---- Extensions ---------------------------------------------------------- */
 
-/* The longest delay tw_schedule accepts, in ns: at least 2^40 ticks or
- * 2^63 ns, whichever is smaller, at any clock value. Any thread. */
+/* The longest delay tw_schedule accepts, in ns, at any clock value: 2^41 - 1
+ * ticks, or 2^63 ns if that is smaller: 25.5 days at a 1 us tick, 69.7
+ * years at 1 ms, 292 years (the 2^63 ns cap) from a 4.2 ms tick on.
+ * TW_ERANGE beyond. Any thread. */
 TW_API uint64_t tw_max_delay(const tw_service *s);
 
 /* Lateness histogram: bucket 0 counts callback starts 0 .. 1023 ns late;
  * bucket i >= 1 counts those [2^(i+9), 2^(i+10)) ns late; the last bucket
  * takes everything later. On the worker pool the clock is read before every
  * eighth run of a batch, so a run's lateness (here and in max_lateness_ns)
- * may be under-estimated by up to seven batch-mates' run time. */
+ * may be under-estimated by up to seven batch-mates' run time. buckets
+ * NULL: nothing is done (as tw_stats_get with out NULL). */
 #define TW_LATENESS_BUCKETS 40
 TW_API void tw_lateness_histogram(tw_service *s, uint64_t buckets[TW_LATENESS_BUCKETS]);
 
 /* An upper bound on the given quantile (0 < q <= 1, e.g. 0.99) of callback
  * lateness in ns, from the histogram (exact to a factor of two); 0 when
- * nothing fired. */
+ * nothing fired; UINT64_MAX (no such quantile) for q outside (0, 1], NaN
+ * included. */
 TW_API uint64_t tw_lateness_quantile(tw_service *s, double q);
 
 /* "major.minor.patch" of the library linked, and its number

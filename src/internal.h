@@ -366,6 +366,9 @@ void tw__slot_fini(tw_slot *sl, uint32_t cap);
 #define TW_HORIZON_TICKS   ((1ull << 41) - 1) /* longest delay, in ticks */
 
 #define TW_MAX_LANES 4 /* copies of every slot, one per CPU (wheel.c) */
+/* Tests only: lanes for the wheels created from now on (0: one per CPU,
+ * the default). Set before tw_create, on the creating thread. */
+extern uint32_t tw__lanes_override;
 
 typedef struct tw_wheel {
     uint32_t bits;           /* log2(slots per level) */

@@ -420,11 +420,13 @@ void tw_lateness_histogram(tw_service *s, uint64_t buckets[TW_LATENESS_BUCKETS])
 
 uint64_t tw_lateness_quantile(tw_service *s, double q)
 {
+    if (!(q > 0 && q <= 1))
+        return UINT64_MAX; /* no such quantile (NaN included): documented */
     uint64_t h[TW_LATENESS_BUCKETS], total = 0;
     tw_lateness_histogram(s, h);
     for (int b = 0; b < TW_LATENESS_BUCKETS; b++)
         total += h[b];
-    if (total == 0 || !(q > 0))
+    if (total == 0)
         return 0;
     uint64_t want = (uint64_t)(q * (double)total + 0.999999), seen = 0;
     for (int b = 0; b < TW_LATENESS_BUCKETS; b++) {

@@ -9,7 +9,10 @@
  *     word  = seq (31) | closed (1) | count (32)
  *     seq   the round's number: every drain and every compaction starts a
  *           new one (64 bits; the word carries its low 31 bits)
- *     epoch the epoch the round collects for (wheel slots)
+ *     epoch the epoch the round collects for (wheel slots); 0 until the
+ *           slot's first drain: its first round, whose epoch is the one a
+ *           producer aims at (the wheel's slots start as zero pages, so a
+ *           slot costs memory only once it is used)
  *
  * and entries compare by round number: an EMPTY(k) entry admits a publish
  * from a round k or later. The drainer writes epoch and seq before it
@@ -268,6 +271,8 @@ int tw__slot_reserve(tw_slot *sl, tw_arena *a, uint32_t cap, uint64_t epoch,
         /* Relaxed: ordered after the word (acquire); if a drain came in
          * between, the CAS below fails and we look again. */
         uint64_t e = atomic_load_explicit(&sl->epoch, memory_order_relaxed);
+        if (e == 0)
+            e = epoch; /* never drained: its first round, the one we aim at */
         if (e > epoch)
             return TW_SLOT_NEWER;
         int rc = reserve_at(sl, a, cap, &w, pos);

@@ -85,6 +85,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sched.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #define LATE_SLOTS 2
@@ -139,6 +140,11 @@ static size_t slots_total(const tw_wheel *w)
     return (size_t)w->lanes * w->levels * w->nslots;
 }
 
+static size_t slot_bytes(const tw_wheel *w)
+{
+    return slots_total(w) * sizeof(tw_slot);
+}
+
 /* Lanes: one per CPU, up to TW_MAX_LANES. Every placement is a CAS on its
  * slot's counter and a write to the slot's next entry; when producers on
  * two cores aim at the same slots (random delays, a few thousand live
@@ -149,8 +155,12 @@ static size_t slots_total(const tw_wheel *w)
  * with one arena the producers' segments interleaved in the same chunks,
  * so both cores faulted in and wrote the same huge pages and bumped one
  * counter (WL1 P=2 20-21M -> 23-31M ops/s, A/B in one sitting). */
+uint32_t tw__lanes_override; /* tests only (test_memory.c): 0 = one per CPU */
+
 static uint32_t lanes_for_machine(void)
 {
+    if (tw__lanes_override)
+        return tw__lanes_override > TW_MAX_LANES ? TW_MAX_LANES : tw__lanes_override;
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n < 1 ? 1 : n > TW_MAX_LANES ? TW_MAX_LANES : (uint32_t)n;
 }
@@ -177,21 +187,18 @@ int tw__wheel_init(tw_wheel *w, uint32_t nslots, uint32_t cap)
     w->lanes = lanes_for_machine();
     for (uint32_t a = 0; a < TW_MAX_LANES; a++)
         tw__arena_init(&w->arena[a]);
-    w->slot = aligned_alloc(TW_CACHELINE, slots_total(w) * sizeof *w->slot);
-    if (w->slot) /* zero: a failed init's fini then finds no segment to free */
-        memset(w->slot, 0, slots_total(w) * sizeof *w->slot);
+    /* Zero pages: a slot's header is all zeros until it is first used
+     * (epoch 0: its first round, slots.c), so an idle wheel costs no memory
+     * for its slots, however many. */
+    void *mem = mmap(NULL, slot_bytes(w), PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    w->slot = mem == MAP_FAILED ? NULL : mem;
     w->occ = calloc((size_t)w->levels * w->occ_words, sizeof *w->occ);
     w->grew = calloc((size_t)w->levels * w->occ_words, sizeof *w->grew);
     w->counts = malloc(TW_ORDER_SPAN * sizeof *w->counts);
     if (!w->slot || !w->occ || !w->grew || !w->counts) {
         tw__wheel_fini(w);
         return TW_ENOMEM;
-    }
-    for (uint32_t lane = 0; lane < w->lanes; lane++) {
-        for (uint32_t l = 0; l < w->levels; l++) {
-            for (uint32_t i = 0; i < nslots; i++)
-                tw__slot_init(slot_at(w, l, i, lane), next_epoch_after(w, l, i, 0));
-        }
     }
     for (int j = 0; j < LATE_SLOTS; j++)
         tw__slot_init(&w->late[j], 0);
@@ -215,7 +222,8 @@ void tw__wheel_fini(tw_wheel *w)
         tw__slot_fini(&w->late[j], w->cap);
     for (uint32_t a = 0; a < TW_MAX_LANES; a++)
         tw__arena_fini(&w->arena[a]);
-    free(w->slot);
+    if (w->slot)
+        munmap(w->slot, slot_bytes(w));
     free((void *)w->occ);
     free((void *)w->grew);
     tw__vec_free(&w->taken);
@@ -858,7 +866,10 @@ static int check_slots(check_ctx *x)
         tw_slot *sl = &w->slot[k];
         uint64_t e = next_epoch_after(w, l, i, c);
         uint64_t word = atomic_load_explicit(&sl->word, memory_order_acquire);
-        if (atomic_load_explicit(&sl->epoch, memory_order_acquire) != e)
+        uint64_t open_for = atomic_load_explicit(&sl->epoch, memory_order_acquire);
+        if (open_for == 0) /* never drained: its first round */
+            open_for = next_epoch_after(w, l, i, 0);
+        if (open_for != e)
             return fail(x, "slot %llu of level %llu not open for epoch %llu", i, l, e);
         uint64_t occ = atomic_load_explicit(&w->occ[(size_t)l * w->occ_words + i / 64],
                                             memory_order_acquire);

@@ -34,6 +34,34 @@ static void fresh_service_counts_nothing(void **state)
     tw_destroy(s);
 }
 
+/* q outside (0, 1], NaN included: UINT64_MAX (no such quantile), with or
+ * without runs; NULL outputs are ignored, as for tw_stats_get. */
+static void quantile_outside_range_and_null_outputs(void **state)
+{
+    (void)state;
+    tw_service *s = t_default();
+    static const double bad[] = {0.0, -0.5, 1.0000001, 1.5, 1e300, -1e300};
+    for (int round = 0; round < 2; round++) {
+        for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+            assert_true(tw_lateness_quantile(s, bad[i]) == UINT64_MAX);
+        assert_true(tw_lateness_quantile(s, __builtin_nan("")) == UINT64_MAX);
+        assert_true(tw_lateness_quantile(s, __builtin_inf()) == UINT64_MAX);
+        t_timer x;
+        t_arm(s, &x, 2 * T_MS);
+        ADVANCE(s, 5 * T_MS * (uint64_t)(round + 1));
+    }
+    assert_true(tw_lateness_quantile(s, 1.0) != UINT64_MAX);
+    assert_true(tw_lateness_quantile(s, 1e-9) != UINT64_MAX);
+    tw_lateness_histogram(s, NULL); /* no crash, nothing done */
+    tw_lateness_histogram(NULL, NULL);
+    tw_stats_get(s, NULL);
+    tw_stats_get(NULL, NULL);
+    tw_config_init(NULL);
+    ASSERT_RC(tw_create(NULL, NULL), TW_EINVAL);
+    ASSERT_RC(tw_schedule(s, T_MS, t_noop, NULL, NULL), TW_OK); /* out is optional */
+    tw_destroy(s);
+}
+
 static void ticks_count_processed_ticks(void **state)
 {
     (void)state;
@@ -156,6 +184,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(fresh_service_counts_nothing, setup),
+        cmocka_unit_test_setup(quantile_outside_range_and_null_outputs, setup),
         cmocka_unit_test_setup(ticks_count_processed_ticks, setup),
         cmocka_unit_test_setup(lateness_max_and_histogram, setup),
         cmocka_unit_test_setup(counters_match_operations, setup),

@@ -1,0 +1,162 @@
+/* test_memory.c: what a service costs in memory, as README's table says
+ * (issue 13: the formula needed the number of levels, and the figures
+ * were nowhere). For each configuration of the table: the resident set
+ * added by tw_create, and by 100,000 pending timers (delays uniform in
+ * 1 s .. 1 h, MANUAL clock). The test prints the table in README's format
+ * and fails if README's figures are off by more than a quarter (or 256 KiB):
+ * so the table stays true. Sanitizers' shadow memory and quarantine make
+ * RSS meaningless there: the comparison is skipped (the table still
+ * prints). */
+#include "tw_test.h"
+
+#include <unistd.h>
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define T_SANITIZED_RSS 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define T_SANITIZED_RSS 1
+#endif
+#endif
+
+#define N_TIMERS 100000
+
+typedef struct row {
+    uint32_t slots;
+    uint64_t tick;
+    uint32_t lanes;
+    const char *tick_s;
+    /* measured */
+    uint32_t levels;
+    double create_kib, timers_mib, per_timer;
+} row;
+
+static row rows[] = {
+    {256, T_MS, 2, "1 ms", 0, 0, 0, 0},
+    {4096, T_MS, 2, "1 ms", 0, 0, 0, 0},
+    {65536, T_MS, 2, "1 ms", 0, 0, 0, 0},
+    {4096, T_US, 2, "1 us", 0, 0, 0, 0},
+    {4096, T_S, 2, "1 s", 0, 0, 0, 0},
+    {4096, T_MS, 1, "1 ms", 0, 0, 0, 0},
+    {4096, T_MS, 4, "1 ms", 0, 0, 0, 0},
+};
+#define NROWS (sizeof rows / sizeof rows[0])
+
+static uint64_t rss_bytes(void)
+{
+    unsigned long size = 0, resident = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f || fscanf(f, "%lu %lu", &size, &resident) != 2)
+        fail_msg("cannot read /proc/self/statm");
+    fclose(f);
+    return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+static void measure(row *r)
+{
+    static tw_timer h[N_TIMERS];
+    tw_config cfg;
+    tw_config_init(&cfg);
+    cfg.clock = TW_CLOCK_MANUAL;
+    cfg.wheel_slots = r->slots;
+    cfg.tick_ns = r->tick;
+    tw__lanes_override = r->lanes;
+    uint64_t r0 = rss_bytes();
+    tw_service *s = NULL;
+    ASSERT_RC(tw_create(&cfg, &s), TW_OK);
+    uint64_t r1 = rss_bytes();
+    uint64_t seed = 0x5eed;
+    for (int i = 0; i < N_TIMERS; i++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        uint64_t delay = T_S + (seed >> 20) % (3599 * T_S);
+        ASSERT_RC(tw_schedule(s, delay, t_noop, NULL, &h[i]), TW_OK);
+    }
+    uint64_t r2 = rss_bytes();
+    r->levels = s->wheel.levels;
+    r->create_kib = (double)(r1 - r0) / 1024.0;
+    r->timers_mib = (double)(r2 - r0) / 1048576.0;
+    r->per_timer = (double)(r2 - r1) / N_TIMERS;
+    for (int i = 0; i < N_TIMERS; i++)
+        ASSERT_RC(tw_cancel(s, h[i]), TW_OK);
+    tw_destroy(s);
+    tw__lanes_override = 0;
+}
+
+/* README's row for r, or NULL: "| slots | tick | lanes | levels | create
+ * KiB | 100k MiB | bytes/timer |". */
+static bool readme_row(const char *readme, const row *r, double *create, double *mib,
+                       double *per)
+{
+    char key[96];
+    snprintf(key, sizeof key, "| %u | %s | %u |", r->slots, r->tick_s, r->lanes);
+    const char *p = strstr(readme, key);
+    if (!p)
+        return false;
+    unsigned levels;
+    return sscanf(p + strlen(key), " %u | %lf | %lf | %lf |", &levels, create, mib, per) == 4;
+}
+
+static char *read_readme(void)
+{
+    FILE *f = fopen(TW_README, "r");
+    if (!f)
+        return NULL;
+    static char buf[1 << 17];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    return buf;
+}
+
+static bool close_enough(double got, double want, double abs_slack)
+{
+    double d = got > want ? got - want : want - got;
+    return d <= abs_slack || d <= want / 4;
+}
+
+static void memory_table_matches_readme(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < NROWS; i++)
+        measure(&rows[i]);
+    print_message("| wheel_slots | tick | lanes | levels | at create (KiB) | with 100k timers "
+                  "(MiB) | bytes per timer |\n");
+    print_message("|---|---|---|---|---|---|---|\n");
+    for (size_t i = 0; i < NROWS; i++) {
+        row *r = &rows[i];
+        print_message("| %u | %s | %u | %u | %.0f | %.1f | %.1f |\n", r->slots, r->tick_s,
+                      r->lanes, r->levels, r->create_kib, r->timers_mib, r->per_timer);
+    }
+    /* Whatever the wheel: no slot costs memory until it is used. */
+    for (size_t i = 0; i < NROWS; i++)
+        if (rows[i].create_kib > 1024)
+            fail_msg("wheel_slots %u: %.0f KiB at create", rows[i].slots, rows[i].create_kib);
+#ifdef T_SANITIZED_RSS
+    print_message("      (sanitizer build: README's figures not compared)\n");
+#else
+    const char *readme = read_readme();
+    if (!readme)
+        fail_msg("cannot read %s", TW_README);
+    for (size_t i = 0; i < NROWS; i++) {
+        row *r = &rows[i];
+        double c, m, p;
+        if (!readme_row(readme, r, &c, &m, &p))
+            fail_msg("README has no row \"| %u | %s | %u |\" in its memory table", r->slots,
+                     r->tick_s, r->lanes);
+        if (!close_enough(r->create_kib, c, 256) || !close_enough(r->timers_mib, m, 0.25) ||
+            !close_enough(r->per_timer, p, 2.5))
+            fail_msg("README's row %u / %s / %u lanes says %.0f KiB, %.1f MiB, %.1f B/timer; "
+                     "measured %.0f, %.1f, %.1f: update README (the table above)",
+                     r->slots, r->tick_s, r->lanes, c, m, p, r->create_kib, r->timers_mib,
+                     r->per_timer);
+    }
+#endif
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(memory_table_matches_readme),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
