@@ -118,7 +118,8 @@ enum {                    /* every int-returning call: 0 or one of these (all < 
     TW_ERANGE    = -4,    /* delay beyond the longest delay the service accepts */
     TW_ENOENT    = -5,    /* not a pending timer: fired, cancelled, dropped, unknown or stale */
     TW_ESHUTDOWN = -6,    /* the service is stopped */
-    TW_EDEADLK   = -7,    /* the call would wait for the calling callback itself */
+    TW_EDEADLK   = -7,    /* the call would wait for itself: its own callback, or a
+                             cycle of waits (see Progress) */
 };
 
 /* A static English sentence for `err`; never NULL, also for unknown codes.

@@ -47,11 +47,11 @@ const char *tw_strerror(int err)
     case TW_OK: return "success";
     case TW_EINVAL: return "invalid argument or configuration";
     case TW_ENOMEM: return "out of memory";
-    case TW_EAGAIN: return "all max_timers timers are in use";
+    case TW_EAGAIN: return "max_timers timers are pending";
     case TW_ERANGE: return "delay beyond the longest delay the service accepts";
     case TW_ENOENT: return "not a pending timer (fired, cancelled, dropped, unknown or stale)";
     case TW_ESHUTDOWN: return "the service is stopped";
-    case TW_EDEADLK: return "the call would wait for the calling callback itself";
+    case TW_EDEADLK: return "the call would wait for itself: its own callback, or a cycle of waits";
     default: return "unknown timerwheel error";
     }
 }
