@@ -1,15 +1,17 @@
 /*
  * twbench: the six workloads of shared/bench/WORKLOADS.md, run against every
  * implementation behind the operations table of twbench.h: this library
- * (impl_timerwheel.c), a mutex + min-heap + condvar baseline (heap_timer.c)
- * and libevent 2.1 (impl_libevent.c). Netty's HashedWheelTimer runs the same
- * workloads in Java (peers/netty/); bench/run.sh runs everything and prints
- * one table.
+ * twice, with defaults and configured for the workload (impl_timerwheel.c),
+ * a mutex + min-heap + condvar baseline (heap_timer.c) and libevent 2.1
+ * (impl_libevent.c). Netty's HashedWheelTimer and java.util.Timer run the
+ * same workloads in Java (peers/netty/), Go's runtime timers in Go
+ * (peers/go/); bench/run.sh runs everything and prints one table.
  *
  *   twbench [--impl NAME[,NAME...]]... [--wl LIST] [--repeat N] [--p P] [--n N]
  *           [--quick]
  *
- *   --impl    timerwheel, heap, libevent or all (default all); repeatable
+ *   --impl    timerwheel, timerwheel-cfg, heap, libevent or all (default
+ *             all); repeatable
  *   --wl      workloads, e.g. 1,3,5 or WL2 (default 1-6)
  *   --repeat  run each selected workload N times (default 1)
  *   --p       WL1 with P = 1, 2 or 8 producers only (default all three)
@@ -42,7 +44,7 @@
 #define SEC UINT64_C(1000000000)
 
 static const bench_impl *const all_impls[] = {
-    &bench_impl_timerwheel, &bench_impl_heap, &bench_impl_libevent,
+    &bench_impl_timerwheel, &bench_impl_timerwheel_cfg, &bench_impl_heap, &bench_impl_libevent,
 };
 #define N_IMPLS (sizeof all_impls / sizeof all_impls[0])
 
@@ -109,9 +111,11 @@ static void *xcalloc(size_t n, size_t size)
     return p;
 }
 
-static void *create_or_die(const char *wl, const bench_impl *im, uint64_t tick_ns)
+/* working_set: the most timers the workload has in use at once (bench_cfg). */
+static void *create_or_die(const char *wl, const bench_impl *im, uint64_t tick_ns,
+                           uint64_t working_set)
 {
-    bench_cfg cfg = { .tick_ns = tick_ns, .workers = WL5_WORKERS };
+    bench_cfg cfg = { .tick_ns = tick_ns, .workers = WL5_WORKERS, .max_timers = working_set };
     void *svc = im->create(&cfg);
     if (!svc)
         fail(wl, im, "create failed");
@@ -299,7 +303,8 @@ static int wl1_try(const bench_impl *im, unsigned p, double *rate)
     wl1_arg *args = xcalloc(p, sizeof *args);
     uint64_t batches = sz->wl1_k / WL1_BATCH + 3;
     team t;
-    void *svc = create_or_die("WL1", im, 1 * MS);
+    /* Each producer schedules before it cancels its oldest: 1024 + 1 in use. */
+    void *svc = create_or_die("WL1", im, 1 * MS, (uint64_t)p * (WL1_RING + 1));
     atomic_store(&fired, 0);
     for (unsigned i = 0; i < p; i++)
         args[i] = (wl1_arg){ .im = im, .svc = svc, .team = &t, .seed = 0x1000 + i,
@@ -365,7 +370,7 @@ static void wl2_pending(const bench_impl *im, uint64_t n)
      * pointer (a zero memset right after calloc is an optimiser's to drop). */
     for (uint64_t i = 0; i < n; i += 512)
         ((volatile uint64_t *)h)[i] = 0;
-    void *svc = create_or_die("WL2", im, 1 * MS);
+    void *svc = create_or_die("WL2", im, 1 * MS, n);
     atomic_store(&fired, 0);
     malloc_trim(0);                            /* hand back what earlier runs freed */
     sleep_ns(50 * MS);
@@ -465,7 +470,7 @@ static void wl3_accuracy(const bench_impl *im, uint64_t tick_ns)
     char param[32] = "";
     if (tick_ns != 1 * MS)
         snprintf(param, sizeof param, " tick_us=%" PRIu64, tick_ns / 1000);
-    void *svc = create_or_die("WL3", im, tick_ns);
+    void *svc = create_or_die("WL3", im, tick_ns, n);
     atomic_store(&wl3_fired, 0);
     for (unsigned i = 0; i < WL3_THREADS; i++)
         args[i] = (wl3_arg){ .im = im, .svc = svc, .team = &t, .recs = recs + i * per,
@@ -518,8 +523,15 @@ static void wl3_accuracy(const bench_impl *im, uint64_t tick_ns)
     free(recs);
 }
 
-/* The 100 us tick variant is timerwheel's: the heap and libevent have no
- * tick (they fire at the deadline itself, as their 1 ms rows show). */
+/* The 100 us tick variant is timerwheel's (both columns): the heap and
+ * libevent have no tick (they fire at the deadline itself, as their 1 ms rows
+ * show). */
+static int has_tick(const bench_impl *im)
+{
+    return im == &bench_impl_timerwheel || im == &bench_impl_timerwheel_cfg;
+}
+
+/* n/a lines for a service without a tick, so its column still has the rows. */
 static void wl3_no_tick(const bench_impl *im)
 {
     static const char *const names[] = { "lateness_p50", "lateness_p99", "lateness_p999",
@@ -534,7 +546,7 @@ static void wl3_no_tick(const bench_impl *im)
 static void wl4_idle(const bench_impl *im)
 {
     uint64_t *h = xcalloc(WL4_TIMERS, sizeof *h);
-    void *svc = create_or_die("WL4", im, 1 * MS);
+    void *svc = create_or_die("WL4", im, 1 * MS, WL4_TIMERS);
     atomic_store(&fired, 0);
     for (unsigned i = 0; i < WL4_TIMERS; i++)
         if (!(h[i] = im->schedule(svc, 3600 * SEC, count_fire, NULL)))
@@ -591,7 +603,7 @@ static void wl5_cb(uint64_t handle, void *arg)
 static int wl5_try(const bench_impl *im, uint64_t delay_ns, double *rate)
 {
     uint64_t n = sz->wl5_n;
-    void *svc = create_or_die("WL5", im, 1 * MS);
+    void *svc = create_or_die("WL5", im, 1 * MS, n);
     wl5_n = n;
     atomic_store(&wl5_count, 0);
     atomic_store(&wl5_first, 0);
@@ -705,7 +717,7 @@ static void wl6_touch(const bench_impl *im)
     wl6_session *sessions = xcalloc(n, sizeof *sessions);
     wl6_arg args[WL6_THREADS];
     team t;
-    void *svc = create_or_die("WL6", im, 1 * MS);
+    void *svc = create_or_die("WL6", im, 1 * MS, n);
     atomic_store(&fired, 0);
     for (uint64_t i = 0; i < n; i++) {
         atomic_flag_clear(&sessions[i].busy);
@@ -748,7 +760,8 @@ static void usage(void)
     fprintf(stderr,
             "usage: twbench [--impl NAME[,NAME...]]... [--wl LIST] [--repeat N] [--p P] [--n N]\n"
             "               [--quick]\n"
-            "  --impl    timerwheel, heap, libevent or all (default all); repeatable\n"
+            "  --impl    timerwheel, timerwheel-cfg, heap, libevent or all (default all);\n"
+            "            repeatable\n"
             "  --wl      workloads, e.g. 1,3,5 or WL2 (default 1,2,3,4,5,6)\n"
             "  --repeat  run each selected workload N times (default 1)\n"
             "  --p       WL1 with P = 1, 2 or 8 producers only (default all three)\n"
@@ -813,7 +826,7 @@ static void run_workload(const bench_impl *im, int w)
         break;
     case 3:
         wl3_accuracy(im, 1 * MS);
-        if (im == &bench_impl_timerwheel)
+        if (has_tick(im))
             wl3_accuracy(im, 100 * 1000);  /* the 100 us tick variant */
         else
             wl3_no_tick(im);

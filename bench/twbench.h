@@ -23,6 +23,9 @@ typedef void (*bench_cb)(uint64_t handle, void *arg);
 typedef struct bench_cfg {
     uint64_t tick_ns;   /* slot interval for tick-based services (1 ms default) */
     unsigned workers;   /* callback threads where the service has a pool (2) */
+    uint64_t max_timers; /* the workload's working set: the most timers it
+                            has in use at once (a sizing hint; only
+                            timerwheel-cfg uses it, as its max_timers) */
 } bench_cfg;
 
 typedef struct bench_impl {
@@ -45,6 +48,7 @@ typedef struct bench_impl {
 } bench_impl;
 
 extern const bench_impl bench_impl_timerwheel;
+extern const bench_impl bench_impl_timerwheel_cfg;
 extern const bench_impl bench_impl_heap;
 extern const bench_impl bench_impl_libevent;
 
