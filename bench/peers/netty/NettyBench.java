@@ -1,11 +1,17 @@
 /*
- * NettyBench: the six workloads of shared/bench/WORKLOADS.md against Netty's
- * HashedWheelTimer (tick 1 ms, 1024 slots), printing the same lines as
- * bench/twbench.c with impl=netty. bench/run.sh compiles it against the
- * Debian-packaged netty-common.jar and runs it.
+ * NettyBench: the six workloads of shared/bench/WORKLOADS.md against the JVM's
+ * timers, printing the same lines as bench/twbench.c:
+ *
+ *   --impl netty     Netty's HashedWheelTimer (tick 1 ms, 1024 slots); the
+ *                    default
+ *   --impl jdktimer  java.util.Timer (one binary heap, one thread, under one
+ *                    monitor)
+ *
+ * bench/run.sh compiles it against the Debian-packaged netty-common.jar and
+ * runs each peer in its own JVM.
  *
  *   java -cp <classes>:/usr/share/java/netty-common.jar NettyBench
- *        [--wl LIST] [--repeat N] [--n N] [--quick]
+ *        [--impl netty|jdktimer] [--wl LIST] [--repeat N] [--n N] [--quick]
  *
  * --n runs WL2 at that N only: run.sh measures each N in a fresh JVM, since
  * a heap grown and touched by one size stays resident and would hide the
@@ -22,6 +28,18 @@
  * toucher per session at a time; newTimeout enqueues on an MPSC queue that
  * the worker moves into the wheel, at most 100,000 per tick.
  *
+ * How java.util.Timer differs: its one thread runs every callback, and every
+ * schedule, cancel and fire takes the queue's monitor. Delays are whole
+ * milliseconds on System.currentTimeMillis(), a wall clock read truncated to
+ * the millisecond: a task scheduled with delay d runs once that clock
+ * reaches (its reading at the call) + d, which can be up to 1 ms less than
+ * d after the call. To never fire early the adapter asks for the delay
+ * rounded up to whole milliseconds plus 1 ms (JdkTimerPeer.delayMs): that
+ * ms shows in WL3's lateness and is the price of this API, not of the
+ * queue. TimerTask.cancel() is true iff it stopped a pending task; a
+ * cancelled task stays in the queue until its time comes (purge() is not
+ * called, as most programs do not). WL6: cancel + a new task, as Netty's.
+ *
  * WL4 reads process CPU from /proc/self/stat (utime + stime, in clock ticks:
  * -Dclk.tck, default 100) and voluntary context switches from
  * /proc/self/task/<tid>/status summed over all threads (/proc/self/status
@@ -30,7 +48,6 @@
  */
 import io.netty.util.HashedWheelTimer;
 import io.netty.util.Timeout;
-import io.netty.util.TimerTask;
 
 import java.io.IOException;
 import java.nio.file.DirectoryStream;
@@ -48,7 +65,7 @@ import java.util.concurrent.atomic.AtomicLong;
 public final class NettyBench {
     static final long MS = 1_000_000L;
     static final long SEC = 1_000_000_000L;
-    static final String IMPL = "netty";
+    static String impl = "netty";          /* --impl */
 
     /* Workload sizes: full (WORKLOADS.md) and --quick. */
     static final class Sizes {
@@ -97,7 +114,7 @@ public final class NettyBench {
 
     static void fail(String wl, String fmt, Object... args) {
         System.out.flush();
-        System.err.println("nettybench: FAIL " + wl + " impl=" + IMPL + ": "
+        System.err.println("nettybench: FAIL " + wl + " impl=" + impl + ": "
                 + String.format(Locale.ROOT, fmt, args));
         System.exit(1);
     }
@@ -114,15 +131,103 @@ public final class NettyBench {
             System.err.println("nettybench: " + String.format(Locale.ROOT, fmt, args));
     }
 
-    static HashedWheelTimer newTimer() {
-        ThreadFactory tf = r -> {
-            Thread t = new Thread(r, "netty-wheel");
-            t.setDaemon(true);
-            return t;
-        };
-        HashedWheelTimer t = new HashedWheelTimer(tf, 1, TimeUnit.MILLISECONDS, 1024, false);
-        t.start();
-        return t;
+    /* ---- the peers ---------------------------------------------------------- */
+
+    /* A callback. It is Netty's TimerTask too, so Netty gets it as it is
+     * (no wrapper object per timer to add to WL2's bytes). */
+    interface Task extends io.netty.util.TimerTask {
+        void fire();
+
+        @Override
+        default void run(Timeout t) {
+            fire();
+        }
+    }
+
+    /* The operations the workloads use; a handle is what schedule returned.
+     * schedule throws a RuntimeException when it cannot arm the timer. */
+    interface Peer {
+        Object schedule(Task task, long delayNs);
+
+        /* true iff the timer was pending and now never runs */
+        boolean cancel(Object handle);
+
+        /* stops the peer's thread; pending timers never run */
+        void stop();
+    }
+
+    static final class NettyPeer implements Peer {
+        final HashedWheelTimer timer;
+
+        NettyPeer() {
+            ThreadFactory tf = r -> {
+                Thread t = new Thread(r, "netty-wheel");
+                t.setDaemon(true);
+                return t;
+            };
+            timer = new HashedWheelTimer(tf, 1, TimeUnit.MILLISECONDS, 1024, false);
+            timer.start();
+        }
+
+        @Override
+        public Object schedule(Task task, long delayNs) {
+            return timer.newTimeout(task, delayNs, TimeUnit.NANOSECONDS);
+        }
+
+        @Override
+        public boolean cancel(Object handle) {
+            return ((Timeout) handle).cancel();
+        }
+
+        @Override
+        public void stop() {
+            timer.stop();
+        }
+    }
+
+    static final class JdkTimerPeer implements Peer {
+        final java.util.Timer timer = new java.util.Timer("jdk-timer", true);
+
+        /* A java.util.TimerTask runs once: a new one per schedule. */
+        static final class Entry extends java.util.TimerTask {
+            final Task task;
+
+            Entry(Task task) {
+                this.task = task;
+            }
+
+            @Override
+            public void run() {
+                task.fire();
+            }
+        }
+
+        /* Whole milliseconds, rounded up, + 1 for the truncated clock
+         * reading inside Timer.schedule (see the top of this file). */
+        static long delayMs(long delayNs) {
+            return (delayNs + MS - 1) / MS + 1;
+        }
+
+        @Override
+        public Object schedule(Task task, long delayNs) {
+            Entry e = new Entry(task);
+            timer.schedule(e, delayMs(delayNs));
+            return e;
+        }
+
+        @Override
+        public boolean cancel(Object handle) {
+            return ((Entry) handle).cancel();
+        }
+
+        @Override
+        public void stop() {
+            timer.cancel();
+        }
+    }
+
+    static Peer newTimer() {
+        return impl.equals("jdktimer") ? new JdkTimerPeer() : new NettyPeer();
     }
 
     static void sleepNs(long ns) {
@@ -207,7 +312,7 @@ public final class NettyBench {
     }
 
     static final AtomicLong fired = new AtomicLong();   /* callbacks that must not run */
-    static final TimerTask COUNT_FIRE = t -> fired.incrementAndGet();
+    static final Task COUNT_FIRE = () -> fired.incrementAndGet();
 
     /* ---- WL1 churn ----------------------------------------------------------
      * As in twbench.c: a timer may only fire when its producer stalled longer
@@ -220,8 +325,8 @@ public final class NettyBench {
         long[] batchTime;
         long[] failSched = new long[65536], failCancel = new long[65536], failDelay = new long[65536];
 
-        void cancel(Timeout t, long schedBatch, long delay, long batch) {
-            if (t.cancel()) {
+        void cancel(Peer timer, Object t, long schedBatch, long delay, long batch) {
+            if (timer.cancel(t)) {
                 cancelOk++;
                 return;
             }
@@ -234,9 +339,9 @@ public final class NettyBench {
             cancelFail++;
         }
 
-        void run(HashedWheelTimer timer, long seed) {
+        void run(Peer timer, long seed) {
             SplittableRandom rnd = new SplittableRandom(seed);
-            Timeout[] ring = new Timeout[WL1_RING];
+            Object[] ring = new Object[WL1_RING];
             long[] ringDelay = new long[WL1_RING], ringBatch = new long[WL1_RING];
             long k = sz.wl1K, n = 0;
             int batch = 0;
@@ -246,9 +351,9 @@ public final class NettyBench {
                 if (i % WL1_BATCH == 0)
                     batchTime[batch = (int) (i / WL1_BATCH)] = System.nanoTime();
                 long delay = 100 * MS + rnd.nextLong(10 * SEC - 100 * MS + 1);
-                Timeout t;
+                Object t;
                 try {
-                    t = timer.newTimeout(COUNT_FIRE, delay, TimeUnit.NANOSECONDS);
+                    t = timer.schedule(COUNT_FIRE, delay);
                 } catch (RuntimeException e) {
                     schedFail++;
                     continue;
@@ -256,7 +361,7 @@ public final class NettyBench {
                 schedOk++;
                 int slot = (int) (n++ % WL1_RING);
                 if (ring[slot] != null)
-                    cancel(ring[slot], ringBatch[slot], ringDelay[slot], batch);
+                    cancel(timer, ring[slot], ringBatch[slot], ringDelay[slot], batch);
                 ring[slot] = t;
                 ringDelay[slot] = delay;
                 ringBatch[slot] = batch;
@@ -264,7 +369,7 @@ public final class NettyBench {
             batchTime[++batch] = System.nanoTime();
             for (int i = 0; i < WL1_RING; i++)
                 if (ring[i] != null)
-                    cancel(ring[i], ringBatch[i], ringDelay[i], batch);
+                    cancel(timer, ring[i], ringBatch[i], ringDelay[i], batch);
             tEnd = batchTime[batch + 1] = System.nanoTime();
         }
 
@@ -285,7 +390,7 @@ public final class NettyBench {
     }
 
     static double wl1Try(int p) {
-        HashedWheelTimer timer = newTimer();
+        Peer timer = newTimer();
         fired.set(0);
         Wl1Producer[] pr = new Wl1Producer[p];
         for (int i = 0; i < p; i++)
@@ -313,7 +418,7 @@ public final class NettyBench {
                     : explained == -2 ? "; too many failed cancels to check them" : "");
         if (cfail != 0) {
             note("WL1 impl=%s P=%d: %d timers fired because a producer stalled (up to %.0f ms across "
-                    + "1024 operations); run discarded", IMPL, p, cfail, stall / 1e6);
+                    + "1024 operations); run discarded", impl, p, cfail, stall / 1e6);
             return -1;
         }
         return ok / ((t1 - t0) / 1e9);
@@ -328,14 +433,14 @@ public final class NettyBench {
                     fail("WL1", "P=%d: timers fired in %d runs in a row (producers stalled past the "
                             + "100 ms minimum delay; machine overloaded?)", p, WL1_ATTEMPTS);
             }
-            line("WL1 churn impl=%s P=%d ops_per_s=%.0f ops/s", IMPL, p, rate);
+            line("WL1 churn impl=%s P=%d ops_per_s=%.0f ops/s", impl, p, rate);
         }
     }
 
     /* ---- WL2 pending scale ---------------------------------------------------- */
 
     static void wl2(int n) {
-        Timeout[] h = new Timeout[n];
+        Object[] h = new Object[n];
         int[] perm = new int[n];
         SplittableRandom rnd = new SplittableRandom(0x2000);
         for (int i = 0; i < n; i++)
@@ -346,7 +451,7 @@ public final class NettyBench {
             perm[i] = perm[j];
             perm[j] = x;
         }
-        HashedWheelTimer timer = newTimer();
+        Peer timer = newTimer();
         fired.set(0);
         System.gc();
         sleepNs(50 * MS);
@@ -354,9 +459,9 @@ public final class NettyBench {
         long used0 = Runtime.getRuntime().totalMemory() - Runtime.getRuntime().freeMemory();
         long t0 = System.nanoTime();
         for (int i = 0; i < n; i++)
-            h[i] = timer.newTimeout(COUNT_FIRE, 60 * SEC + rnd.nextLong(3540 * SEC + 1), TimeUnit.NANOSECONDS);
+            h[i] = timer.schedule(COUNT_FIRE, 60 * SEC + rnd.nextLong(3540 * SEC + 1));
         long t1 = System.nanoTime();
-        sleepNs(200 * MS);                      /* let the worker move them into the wheel */
+        sleepNs(200 * MS);                      /* let Netty's worker move them into the wheel */
         System.gc();
         long rss1 = rssBytes();
         Runtime rt = Runtime.getRuntime();
@@ -365,16 +470,16 @@ public final class NettyBench {
         long cfail = 0;
         long t2 = System.nanoTime();
         for (int i = 0; i < n; i++)
-            if (!h[perm[i]].cancel())
+            if (!timer.cancel(h[perm[i]]))
                 cfail++;
         long t3 = System.nanoTime();
         long f = fired.get();
         timer.stop();
         if (cfail != 0 || f != 0)
             fail("WL2", "N=%d: %d cancels failed, %d callbacks ran (all must be 0)", n, cfail, f);
-        line("WL2 pending impl=%s N=%d schedule_ops_per_s=%.0f ops/s", IMPL, n, n / ((t1 - t0) / 1e9));
-        line("WL2 pending impl=%s N=%d cancel_ops_per_s=%.0f ops/s", IMPL, n, n / ((t3 - t2) / 1e9));
-        line("WL2 pending impl=%s N=%d bytes_per_timer=%.1f bytes", IMPL, n,
+        line("WL2 pending impl=%s N=%d schedule_ops_per_s=%.0f ops/s", impl, n, n / ((t1 - t0) / 1e9));
+        line("WL2 pending impl=%s N=%d cancel_ops_per_s=%.0f ops/s", impl, n, n / ((t3 - t2) / 1e9));
+        line("WL2 pending impl=%s N=%d bytes_per_timer=%.1f bytes", impl, n,
                 rss1 > rss0 ? (double) (rss1 - rss0) / n : 0.0);
     }
 
@@ -382,13 +487,13 @@ public final class NettyBench {
 
     static final AtomicLong wl3Fired = new AtomicLong();
 
-    static final class Rec implements TimerTask {
-        long expected;           /* time read before newTimeout + delay */
+    static final class Rec implements Task {
+        long expected;           /* time read before schedule + delay */
         long start;              /* callback start */
         int fires;
 
         @Override
-        public void run(Timeout t) {
+        public void fire() {
             start = System.nanoTime();
             fires++;
             wl3Fired.incrementAndGet();   /* publishes start and fires to the main thread */
@@ -400,7 +505,7 @@ public final class NettyBench {
         Rec[] recs = new Rec[n];
         for (int i = 0; i < n; i++)
             recs[i] = new Rec();
-        HashedWheelTimer timer = newTimer();
+        Peer timer = newTimer();
         wl3Fired.set(0);
         long[] sfail = new long[WL3_THREADS];
         runThreads(WL3_THREADS, id -> {
@@ -416,7 +521,7 @@ public final class NettyBench {
                     Rec r = recs[id * per + i];
                     r.expected = System.nanoTime() + delay;
                     try {
-                        timer.newTimeout(r, delay, TimeUnit.NANOSECONDS);
+                        timer.schedule(r, delay);
                     } catch (RuntimeException e) {
                         sfail[id]++;
                     }
@@ -456,33 +561,33 @@ public final class NettyBench {
         for (int i = 0; i < qs.length; i++) {
             long k = (long) Math.ceil(qs[i] * n);
             k = k == 0 ? 0 : k - 1;
-            line("WL3 accuracy impl=%s %s=%.3f ms", IMPL, names[i], late[(int) k] / 1e6);
+            line("WL3 accuracy impl=%s %s=%.3f ms", impl, names[i], late[(int) k] / 1e6);
         }
     }
 
     /* ---- WL4 idle cost ------------------------------------------------------------ */
 
     static void wl4() {
-        HashedWheelTimer timer = newTimer();
+        Peer timer = newTimer();
         fired.set(0);
-        Timeout[] h = new Timeout[WL4_TIMERS];
+        Object[] h = new Object[WL4_TIMERS];
         for (int i = 0; i < WL4_TIMERS; i++)
-            h[i] = timer.newTimeout(COUNT_FIRE, 3600, TimeUnit.SECONDS);
+            h[i] = timer.schedule(COUNT_FIRE, 3600 * SEC);
         sleepNs(200 * MS);
         long cpu0 = cpuNs(), cs0 = voluntaryCtxSwitches(), t0 = System.nanoTime();
         sleepUntil(t0 + sz.wl4Ns);
         long cpu1 = cpuNs(), cs1 = voluntaryCtxSwitches(), t1 = System.nanoTime();
         long cfail = 0;
-        for (Timeout t : h)
-            if (!t.cancel())
+        for (Object t : h)
+            if (!timer.cancel(t))
                 cfail++;
         long f = fired.get();
         timer.stop();
         if (f != 0 || cfail != 0)
             fail("WL4", "%d callbacks ran, %d cancels failed (must be 0)", f, cfail);
         double wall = (t1 - t0) / 1e9;
-        line("WL4 idle impl=%s cpu_per_wall_s=%.5f s/s", IMPL, (cpu1 - cpu0) / 1e9 / wall);
-        line("WL4 idle impl=%s vol_ctxsw_per_s=%.1f switches/s", IMPL, Math.max(0, cs1 - cs0) / wall);
+        line("WL4 idle impl=%s cpu_per_wall_s=%.5f s/s", impl, (cpu1 - cpu0) / 1e9 / wall);
+        line("WL4 idle impl=%s vol_ctxsw_per_s=%.1f switches/s", impl, Math.max(0, cs1 - cs0) / wall);
     }
 
     /* ---- WL5 burst fire --------------------------------------------------------------- */
@@ -490,7 +595,7 @@ public final class NettyBench {
     static final AtomicLong wl5Count = new AtomicLong();
     static volatile long wl5First, wl5Last;
     static long wl5N;
-    static final TimerTask WL5_TASK = t -> {
+    static final Task WL5_TASK = () -> {
         long c = wl5Count.incrementAndGet();
         if (c == 1)
             wl5First = System.nanoTime();
@@ -501,7 +606,7 @@ public final class NettyBench {
     /* One burst, all deadlines at base + delayNs; -1 when scheduling overran. */
     static double wl5Try(long delayNs) {
         int n = sz.wl5N;
-        HashedWheelTimer timer = newTimer();
+        Peer timer = newTimer();
         wl5N = n;
         wl5Count.set(0);
         wl5First = wl5Last = 0;
@@ -512,7 +617,7 @@ public final class NettyBench {
                 overran = n - i;
                 break;
             }
-            timer.newTimeout(WL5_TASK, due - now, TimeUnit.NANOSECONDS);
+            timer.schedule(WL5_TASK, due - now);
         }
         long scheduled = n - overran, giveUp = due + 60 * SEC;
         while (wl5Count.get() < scheduled && System.nanoTime() - giveUp < 0)
@@ -524,7 +629,7 @@ public final class NettyBench {
             fail("WL5", "%d callbacks ran, expected exactly %d", got, scheduled);
         if (overran != 0) {
             note("WL5 impl=%s: scheduling %d timers took longer than the %d ms delay; retrying with "
-                    + "twice the delay", IMPL, n, delayNs / MS);
+                    + "twice the delay", impl, n, delayNs / MS);
             return -1;
         }
         return n / (Math.max(1, wl5Last - wl5First) / 1e9);
@@ -539,24 +644,24 @@ public final class NettyBench {
                 fail("WL5", "cannot schedule %d timers within 20 s", sz.wl5N);
         }
         if (delay != WL5_BASE_DELAY_NS)
-            note("WL5 impl=%s: common delay was %d ms", IMPL, delay / MS);
-        line("WL5 burst impl=%s callbacks_per_s=%.0f callbacks/s", IMPL, rate);
+            note("WL5 impl=%s: common delay was %d ms", impl, delay / MS);
+        line("WL5 burst impl=%s callbacks_per_s=%.0f callbacks/s", impl, rate);
     }
 
     /* ---- WL6 touch ------------------------------------------------------------------------ */
 
     static final class Session {
-        Timeout timeout;          /* guarded by this */
+        Object timeout;           /* guarded by this */
     }
 
     static void wl6() {
         int n = sz.wl6Sessions;
-        HashedWheelTimer timer = newTimer();
+        Peer timer = newTimer();
         fired.set(0);
         Session[] sessions = new Session[n];
         for (int i = 0; i < n; i++) {
             sessions[i] = new Session();
-            sessions[i].timeout = timer.newTimeout(COUNT_FIRE, WL6_TIMEOUT_NS, TimeUnit.NANOSECONDS);
+            sessions[i].timeout = timer.schedule(COUNT_FIRE, WL6_TIMEOUT_NS);
         }
         long[] ok = new long[WL6_THREADS], failed = new long[WL6_THREADS];
         long[] tStart = new long[WL6_THREADS], tEnd = new long[WL6_THREADS];
@@ -567,11 +672,11 @@ public final class NettyBench {
             while (now - stop < 0) {
                 for (int k = 0; k < 256; k++) {
                     Session s = sessions[rnd.nextInt(n)];
-                    /* No reschedule in HashedWheelTimer: cancel + newTimeout,
-                     * one toucher per session at a time. */
+                    /* No reschedule in either peer: cancel + schedule, one
+                     * toucher per session at a time. */
                     synchronized (s) {
-                        if (s.timeout.cancel()) {
-                            s.timeout = timer.newTimeout(COUNT_FIRE, WL6_TIMEOUT_NS, TimeUnit.NANOSECONDS);
+                        if (timer.cancel(s.timeout)) {
+                            s.timeout = timer.schedule(COUNT_FIRE, WL6_TIMEOUT_NS);
                             good++;
                         } else {
                             bad++;
@@ -587,7 +692,7 @@ public final class NettyBench {
         });
         long timeouts = fired.get(), cfail = 0;
         for (Session s : sessions)
-            if (!s.timeout.cancel())
+            if (!timer.cancel(s.timeout))
                 cfail++;
         timer.stop();
         long tf = Arrays.stream(failed).sum(), good = Arrays.stream(ok).sum();
@@ -595,7 +700,7 @@ public final class NettyBench {
             fail("WL6", "%d touches failed, %d sessions timed out, %d final cancels failed (all must be 0)",
                     tf, timeouts, cfail);
         long t0 = Arrays.stream(tStart).min().getAsLong(), t1 = Arrays.stream(tEnd).max().getAsLong();
-        line("WL6 touch impl=%s touches_per_s=%.0f touches/s", IMPL, good / ((t1 - t0) / 1e9));
+        line("WL6 touch impl=%s touches_per_s=%.0f touches/s", impl, good / ((t1 - t0) / 1e9));
     }
 
     /* ---- main ----------------------------------------------------------------------------- */
@@ -615,9 +720,10 @@ public final class NettyBench {
             case 3:
                 wl3();
                 /* The 100 us tick variant is timerwheel's; HashedWheelTimer
-                 * sleeps in whole milliseconds, so it cannot tick faster. */
+                 * sleeps in whole milliseconds, so it cannot tick faster, and
+                 * java.util.Timer counts whole milliseconds. */
                 for (String q : new String[] {"lateness_p50", "lateness_p99", "lateness_p999", "lateness_max"})
-                    line("WL3 accuracy impl=%s tick_us=100 %s=n/a ms", IMPL, q);
+                    line("WL3 accuracy impl=%s tick_us=100 %s=n/a ms", impl, q);
                 break;
             case 4: wl4(); break;
             case 5: wl5(); break;
@@ -627,7 +733,7 @@ public final class NettyBench {
     }
 
     static void usage() {
-        System.err.println("usage: NettyBench [--wl LIST] [--repeat N] [--n N] [--quick]");
+        System.err.println("usage: NettyBench [--impl netty|jdktimer] [--wl LIST] [--repeat N] [--n N] [--quick]");
         System.exit(2);
     }
 
@@ -640,9 +746,10 @@ public final class NettyBench {
                 case "--quick":
                     sz = QUICK;
                     break;
-                case "--impl":          /* accepted for symmetry with twbench */
-                    if (++i >= args.length || !Arrays.asList(args[i].split(",")).contains(IMPL))
+                case "--impl":
+                    if (++i >= args.length || !Arrays.asList("netty", "jdktimer").contains(args[i]))
                         usage();
+                    impl = args[i];
                     break;
                 case "--wl":
                     if (++i >= args.length)
@@ -676,7 +783,9 @@ public final class NettyBench {
         if (!anyWl)
             Arrays.fill(wl, 1, 7, true);
         Sizes measured = sz;
-        System.err.println("nettybench: impl=netty (HashedWheelTimer 1 ms x 1024, callbacks on: wheel thread)"
+        System.err.println("nettybench: impl=" + impl + (impl.equals("jdktimer")
+                ? " (java.util.Timer, delays in ms rounded up + 1, callbacks on: its timer thread)"
+                : " (HashedWheelTimer 1 ms x 1024, callbacks on: wheel thread)")
                 + (sz == QUICK ? " --quick" : ""));
         for (int w = 1; w <= 6; w++) {
             if (!wl[w])
