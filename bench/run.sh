@@ -5,22 +5,37 @@
 #
 # Installs what is missing (Debian packages: the library's build
 # dependencies via scripts/deps.sh when present, libevent-dev,
-# default-jdk-headless, libnetty-java), builds twbench and twfloor (cmake
-# Release, -DTW_BUILD_BENCH=ON, into build/bench) and the Netty peer (javac
-# against the packaged netty-common.jar), runs every workload against
-# timerwheel, heap, libevent and netty (WL1 and WL3 three times each:
-# min/median/max), and prints one table: a row per figure, a column per
-# implementation, and timerwheel's ratio to the best other column. Then
-# twfloor (bench/floor.c, ~10 s) measures what no timer library here can go
-# below (clock reads, uncontended atomics, memory latency up to 400 MiB, a
-# cache-line hand-off between cores, futex wake-to-run); its FLOOR lines
-# follow the table as "# hardware floor (bench/floor.c)".
+# default-jdk-headless, libnetty-java, golang-go), builds twbench and twfloor
+# (cmake Release, -DTW_BUILD_BENCH=ON, into build/bench), the Java peers
+# (javac against the packaged netty-common.jar) and the Go peer (go build,
+# offline: GOPROXY=off, standard library only, into build/bench/go), and runs
+# every workload, one fresh process per implementation and workload (WL1 and
+# WL3 three times each: min/median/max), against:
+#
+#   timerwheel      this library with defaults (4096 slots per level, no cap)
+#   timerwheel-cfg  this library configured for the workload: 1024 slots per
+#                   level, max_timers = the workload's working set
+#   heap            mutex + min-heap + condvar baseline (bench/heap_timer.c)
+#   libevent        libevent 2.1 (bench/impl_libevent.c)
+#   netty           Netty's HashedWheelTimer (bench/peers/netty/)
+#   jdktimer        java.util.Timer (bench/peers/netty/, --impl jdktimer)
+#   go              Go's runtime timers: time.AfterFunc, Stop, Reset
+#                   (bench/peers/go/)
+#
+# It prints one table: a row per figure, a column per implementation (the
+# two timerwheel columns first), and the ratio of the worse of the two
+# timerwheel columns to the best other column. Then twfloor (bench/floor.c,
+# ~10 s) measures what no timer library here can go below (clock reads,
+# uncontended atomics, memory latency up to 400 MiB, a cache-line hand-off
+# between cores, futex wake-to-run); its FLOOR lines follow the table as
+# "# hardware floor (bench/floor.c)".
 #
 #   --quick       scaled-down sizes and durations (a smoke run, ~2 minutes)
 #   --no-install  do not touch packages
 #
 # Environment: BUILD_DIR (default build/bench), IMPLS (default
-# "timerwheel heap libevent netty"), WLS (default "1 2 3 4 5 6").
+# "timerwheel timerwheel-cfg heap libevent netty jdktimer go"), WLS (default
+# "1 2 3 4 5 6").
 # Raw lines go to $BUILD_DIR/results.txt, each program's stderr to
 # $BUILD_DIR/logs/. Exits 1 if any workload failed its correctness check
 # or twfloor failed.
@@ -29,7 +44,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 BUILD_DIR=${BUILD_DIR:-build/bench}
-IMPLS=${IMPLS:-"timerwheel heap libevent netty"}
+IMPLS=${IMPLS:-"timerwheel timerwheel-cfg heap libevent netty jdktimer go"}
 WLS=${WLS:-"1 2 3 4 5 6"}
 QUICK=
 INSTALL=1
@@ -37,7 +52,7 @@ for a in "$@"; do
   case $a in
     --quick) QUICK=--quick ;;
     --no-install) INSTALL= ;;
-    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,41p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown option $a" >&2; exit 2 ;;
   esac
 done
@@ -68,7 +83,7 @@ if [ -n "$INSTALL" ]; then
   else
     need=(cmake make gcc pkg-config liburcu-dev libck-dev)
   fi
-  need+=(libevent-dev default-jdk-headless libnetty-java)
+  need+=(libevent-dev default-jdk-headless libnetty-java golang-go)
   missing=()
   for p in "${need[@]}"; do installed "$p" || missing+=("$p"); done
   if [ ${#missing[@]} -gt 0 ]; then
@@ -94,13 +109,32 @@ NETTY_JAR=
 for j in /usr/share/java/netty-common.jar /usr/share/java/netty-common-*.jar /usr/share/java/netty-all.jar; do
   if [ -f "$j" ]; then NETTY_JAR=$j; break; fi
 done
-if [[ " $IMPLS " == *" netty "* ]]; then
+wants() { [[ " $IMPLS " == *" $1 "* ]]; }
+
+# netty and jdktimer: one Java program (NettyBench --impl netty|jdktimer).
+if wants netty || wants jdktimer; then
   if [ -z "$NETTY_JAR" ] || ! command -v javac >/dev/null; then
     echo "run.sh: netty-common.jar or javac not found (libnetty-java, default-jdk-headless)" >&2
     exit 1
   fi
   mkdir -p "$BUILD_DIR/netty"
   javac -Xlint:all -Werror -d "$BUILD_DIR/netty" -cp "$NETTY_JAR" bench/peers/netty/NettyBench.java
+fi
+
+# go: offline (GOPROXY=off; go.mod has no requirements), with the Debian
+# toolchain as it is (GOTOOLCHAIN=local), caches inside the build directory.
+GOBENCH=
+if wants go; then
+  if ! command -v go >/dev/null; then
+    echo "run.sh: go not found (golang-go)" >&2
+    exit 1
+  fi
+  mkdir -p "$BUILD_DIR/go"
+  GO_OUT=$(cd "$BUILD_DIR/go" && pwd)
+  GOBENCH=$GO_OUT/gobench
+  (cd bench/peers/go && env GOPROXY=off GOFLAGS=-mod=mod GOTOOLCHAIN=local \
+    GOCACHE="$GO_OUT/cache" GOPATH="$GO_OUT/gopath" go build -o "$GOBENCH" .) \
+    >"$BUILD_DIR/logs/go-build.log" 2>&1 || { cat "$BUILD_DIR/logs/go-build.log" >&2; exit 1; }
 fi
 
 # ---- run ------------------------------------------------------------------------------
@@ -117,11 +151,12 @@ run() {
   shift 2
   tag="$impl-wl$wl${*:+-$(echo "$*" | tr -c 'a-zA-Z0-9' '_')}"
   local cmd
-  if [ "$impl" = netty ]; then
-    cmd=(java -Dclk.tck="$(getconf CLK_TCK)" -cp "$BUILD_DIR/netty:$NETTY_JAR" NettyBench)
-  else
-    cmd=("$TWBENCH" --impl "$impl")
-  fi
+  case $impl in
+    netty|jdktimer)
+      cmd=(java -Dclk.tck="$(getconf CLK_TCK)" -cp "$BUILD_DIR/netty:$NETTY_JAR" NettyBench --impl "$impl") ;;
+    go) cmd=("$GOBENCH") ;;
+    *) cmd=("$TWBENCH" --impl "$impl") ;;
+  esac
   echo "# running WL$wl impl=$impl $*" >&2
   if "${cmd[@]}" --wl "$wl" $QUICK "$@" >>"$RESULTS" 2>"$BUILD_DIR/logs/$tag.log"; then
     grep -h 'stalled\|delay was\|retrying' "$BUILD_DIR/logs/$tag.log" >&2 || true
@@ -154,10 +189,16 @@ fi
 # ---- table ------------------------------------------------------------------------------
 
 echo
-echo "# WL1/WL3: median (min-max) of 3 runs. Ratio: timerwheel / best other column"
-echo "# ('better' means timerwheel wins: higher for /s rates, lower for ms, bytes, CPU and switches)."
-echo "# heap and timerwheel run callbacks on 2 workers; libevent on its loop thread; netty on its wheel thread."
-echo "# WL6: timerwheel, heap, libevent reschedule; netty cancels + schedules under a per-session lock."
+echo "# WL1/WL3: median (min-max) of 3 runs. Ratio: the worse of the two timerwheel columns (named: def"
+echo "# = timerwheel, cfg = timerwheel-cfg) / the best other column ('better' means timerwheel wins:"
+echo "# higher for /s rates, lower for ms, bytes, CPU and switches)."
+echo "# timerwheel: defaults (4096 slots per level, no cap); timerwheel-cfg: 1024 slots per level and"
+echo "# max_timers = the workload's working set (WL1 P x 1025, WL2 N, WL3 all, WL4 10k, WL5 burst, WL6 sessions)."
+echo "# Callbacks: timerwheel, timerwheel-cfg and heap on 2 workers; libevent on its loop thread; netty on its"
+echo "# wheel thread; jdktimer on its single timer thread; go on a goroutine each (GOMAXPROCS = nproc)."
+echo "# WL6: timerwheel, heap, libevent reschedule, go Timer.Reset; netty, jdktimer cancel + schedule under a"
+echo "# per-session lock. jdktimer: ms delays rounded up + 1 ms (never early on its truncated ms clock)."
+echo "# go: WL1 producers yield once per 64 operations (bench/peers/go/churn.go says why)."
 echo
 awk -v impls="$IMPLS" '
 function fmt(v, unit) {
@@ -171,6 +212,9 @@ function fmt(v, unit) {
   return sprintf("%.1f", v)
 }
 function higher_better(unit) { return unit ~ /\/s$/ && unit != "s/s" && unit != "switches/s" }
+function better(a, b, unit) { return higher_better(unit) ? a > b : a < b }
+function is_tw(impl) { return impl == "timerwheel" || impl == "timerwheel-cfg" }
+function tw_tag(impl) { return impl == "timerwheel-cfg" ? "cfg" : "def" }
 function median(key, impl,    n, i, j, a, t) {
   n = cnt[key, impl]
   for (i = 1; i <= n; i++) a[i] = val[key, impl, i]
@@ -192,7 +236,11 @@ $1 ~ /^WL[0-9]$/ {
   cnt[key, impl]++; val[key, impl, cnt[key, impl]] = v + 0
 }
 END {
-  ni = split(impls, im, " ")
+  # The timerwheel columns lead, the others follow in IMPLS order.
+  ng = split(impls, given, " ")
+  ni = 0
+  for (i = 1; i <= ng; i++) if (is_tw(given[i])) im[++ni] = given[i]
+  for (i = 1; i <= ng; i++) if (!is_tw(given[i])) im[++ni] = given[i]
   w0 = length("figure")
   for (r = 1; r <= nrows; r++) if (length(order[r]) > w0) w0 = length(order[r])
   for (r = 1; r <= nrows; r++) {
@@ -203,26 +251,34 @@ END {
       cell[r, c] = fmt(m, unit[k])
       if (cnt[k, im[c]] > 1) cell[r, c] = cell[r, c] " (" fmt(lo[k, im[c]], unit[k]) "-" fmt(hi[k, im[c]], unit[k]) ")"
     }
-    tw = 0; for (c = 1; c <= ni; c++) if (im[c] == "timerwheel") tw = c
+    # tw: the worse of the timerwheel columns (a failed one is the worst);
+    # best: the best of the others.
+    tw = 0; twfail = ""
+    for (c = 1; c <= ni; c++) {
+      if (!is_tw(im[c])) continue
+      if (!have[r, c]) { if (failed[wl[k], im[c]]) twfail = twfail (twfail == "" ? "" : ", ") tw_tag(im[c]); continue }
+      if (!tw || better(med[r, tw], med[r, c], unit[k])) tw = c
+    }
     best = 0
     for (c = 1; c <= ni; c++) {
-      if (c == tw || !have[r, c]) continue
-      if (!best || (higher_better(unit[k]) ? med[r, c] > med[r, best] : med[r, c] < med[r, best])) best = c
+      if (is_tw(im[c]) || !have[r, c]) continue
+      if (!best || better(med[r, c], med[r, best], unit[k])) best = c
     }
     ratio[r] = "-"
-    if (tw && have[r, tw] && best) {
+    if (twfail != "") ratio[r] = "FAIL (" twfail ")"
+    else if (tw && best) {
       if (med[r, best] == 0) ratio[r] = "n/a (" im[best] " is 0)"
       else {
         q = med[r, tw] / med[r, best]
         verdict = (q > 0.98 && q < 1.02) ? "on par" : ((higher_better(unit[k]) ? q > 1 : q < 1) ? "better" : "worse")
-        ratio[r] = sprintf("%.2f vs %s (%s)", q, im[best], verdict)
+        ratio[r] = sprintf("%.2f (%s) vs %s (%s)", q, tw_tag(im[tw]), im[best], verdict)
       }
     }
   }
   for (c = 1; c <= ni; c++) { wc[c] = length(im[c]); for (r = 1; r <= nrows; r++) if (length(cell[r, c]) > wc[c]) wc[c] = length(cell[r, c]) }
   line = sprintf("%-" w0 "s", "figure")
   for (c = 1; c <= ni; c++) line = line sprintf(" | %" wc[c] "s", im[c])
-  line = line " | timerwheel ratio"
+  line = line " | worse timerwheel / best other"
   print line
   gsub(/./, "-", line); print line
   for (r = 1; r <= nrows; r++) {
