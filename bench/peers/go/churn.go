@@ -14,11 +14,11 @@ package main
 // nothing fired); any other failure is a bug and fails at once.
 //
 // Each producer yields (runtime.Gosched) once per batch. Without it, at
-// P = 8 on 2 Ps, Go's scheduler (10 ms preemption, preempted goroutines sent
-// to the global run queue, which a P reads once per 61 schedules) and GC
-// marking leave a producer unscheduled for 120-350 ms in every run on this
-// machine: timers fire, and all 10 attempts are discarded. The yield gives
-// the round robin an OS scheduler gives twbench's producer threads; it costs
+// P = 8 on 2 Ps, some producer went unscheduled for 120-350 ms in every run
+// on this machine (still up to 130 ms with GOGC=off: Go preempts a running
+// goroutine only after 10 ms and queues it on the global run queue), so
+// timers fired and all 10 attempts were discarded. The yield gives the
+// round robin an OS scheduler gives twbench's producer threads; it costs
 // one scheduler pass per 64 operations.
 
 import (
