@@ -15,21 +15,28 @@
  *
  *   call                 | any thread | inside a callback | concurrently with
  *   ---------------------+------------+-------------------+---------------------------
- *   tw_schedule(_every)  | yes        | yes               | everything but tw_destroy
- *   tw_reschedule        | yes        | yes (own timer ok)| everything but tw_destroy
- *   tw_cancel            | yes        | yes (own timer ok)| everything but tw_destroy
+ *   tw_schedule(_every,  | yes        | yes               | everything but tw_destroy
+ *     _at, _many)        |            |                   |
+ *   tw_reschedule(_at)   | yes        | yes (own timer ok)| everything but tw_destroy
+ *   tw_cancel(_many)     | yes        | yes (own timer ok)| everything but tw_destroy
  *   tw_cancel_sync       | yes        | yes, not on its   | everything but tw_destroy
  *                        |            | own timer (EDEADLK)|
  *   tw_advance (MANUAL)  | yes        | no (EDEADLK)      | everything; two advances
  *                        |            |                   | run one after the other
- *   tw_now, tw_stats_get | yes        | yes               | everything but tw_destroy
+ *   tw_now, tw_stats_get,| yes        | yes               | everything but tw_destroy
+ *   tw_next_due,         |            |                   |
+ *   tw_wake_fd           |            |                   |
+ *   tw_pause, tw_resume  | yes        | yes (no wait for  | everything but tw_destroy
+ *     (MONOTONIC)        |            | running callbacks)|
+ *   tw_foreach_pending   | yes        | no (returns 0)    | everything but tw_destroy
  *   tw_stop              | yes        | no (EDEADLK), nor | everything but tw_destroy
  *                        |            | from on_pending   |
  *   tw_destroy           | yes        | no (ignored)      | nothing: the caller makes
  *                        |            |                   | sure no other call is made
  *
- * Progress. tw_schedule, tw_schedule_every, tw_reschedule and tw_cancel take
- * no lock and never wait: a thread stopped half-way through one of them
+ * Progress. tw_schedule, tw_schedule_every, tw_schedule_at, tw_schedule_many,
+ * tw_reschedule, tw_reschedule_at, tw_cancel, tw_cancel_many and tw_next_due
+ * take no lock and never wait: a thread stopped half-way through one of them
  * blocks neither other callers nor the cursor. tw_cancel_sync, tw_stop and
  * tw_destroy may wait (for running callbacks); tw_advance serialises with
  * other tw_advance calls on the same service. A wait that would close a
@@ -75,6 +82,7 @@
 #ifndef TIMERWHEEL_H
 #define TIMERWHEEL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -219,6 +227,18 @@ TW_API int tw_schedule(tw_service *s, uint64_t delay_ns,
 TW_API int tw_schedule_every(tw_service *s, uint64_t first_delay_ns, uint64_t period_ns,
                              tw_callback cb, void *arg, tw_timer *out);
 
+/* Absolute deadlines. deadline_ns <= tw_now(s) means "at the next tick".
+ * Same errors as tw_schedule / tw_reschedule; TW_ERANGE when
+ * deadline_ns - tw_now(s) > tw_max_delay(s). deadline_ns is on the
+ * service's clock (tw_now: MANUAL, the time given to tw_advance;
+ * MONOTONIC, CLOCK_MONOTONIC minus the time spent paused). Lock-free.
+ *
+ *     tw_schedule_at(s, tw_now(s) + 5 * TW_SEC, on_deadline, req, &req->t);
+ */
+TW_API int tw_schedule_at(tw_service *s, uint64_t deadline_ns,
+                          tw_callback cb, void *arg, tw_timer *out);
+TW_API int tw_reschedule_at(tw_service *s, tw_timer t, uint64_t deadline_ns);
+
 /* Move a pending timer to tw_now() + delay_ns, earlier or later, keeping its
  * handle. Pushing a deadline later is one update of the record; the wheel
  * re-places the timer when its old slot comes round. Moving it earlier
@@ -256,6 +276,27 @@ TW_API int tw_cancel(tw_service *s, tw_timer t);
  * wait and proceed. */
 TW_API int tw_cancel_sync(tw_service *s, tw_timer t);
 
+/* Batches. tw_schedule_many arms n one-shot timers, delays_ns[i] from one
+ * clock reading, callback cb, argument args ? args[i] : NULL, handle into
+ * out[i]. Returns the number armed, which are the first ones (like
+ * sendmmsg): n on success; k < n when element k failed (out[k..n) are 0
+ * and calling again for the rest returns that error); a negative code when
+ * the first one failed. tw_cancel_many cancels n handles, stores each
+ * result in rcs[i] when rcs is not NULL, and returns how many returned
+ * TW_OK; TW_EINVAL for s NULL or (n > 0 and handles NULL). Lock-free as
+ * their single forms.
+ * Also: tw_schedule_many answers TW_EINVAL (nothing armed) for s or cb NULL,
+ * delays_ns NULL with n > 0, or n > INT_MAX; out may be NULL (handles not
+ * stored); n == 0 returns 0. tw_cancel_many answers TW_EINVAL for
+ * n > INT_MAX too.
+ *
+ *     uint64_t d[16]; void *a[16]; tw_timer h[16];  // filled by the caller
+ *     int armed = tw_schedule_many(s, 16, d, on_timeout, a, h);
+ */
+TW_API int tw_schedule_many(tw_service *s, size_t n, const uint64_t *delays_ns,
+                            tw_callback cb, void *const *args, tw_timer *out);
+TW_API int tw_cancel_many(tw_service *s, size_t n, const tw_timer *handles, int *rcs);
+
 /* TW_CLOCK_MANUAL only: set the service's clock to now_ns, process every
  * tick boundary up to the last one at or before now_ns, and run, on the
  * calling thread and before returning, every timer those made due,
@@ -274,8 +315,60 @@ TW_API int tw_cancel_sync(tw_service *s, tw_timer t);
 TW_API int tw_advance(tw_service *s, uint64_t now_ns);
 
 /* The service's clock in ns: MANUAL, the last tw_advance value (0 at
- * first); MONOTONIC, CLOCK_MONOTONIC. Any thread, callbacks included. */
+ * first); MONOTONIC, CLOCK_MONOTONIC minus the total time spent paused
+ * (tw_pause). Any thread, callbacks included. */
 TW_API uint64_t tw_now(const tw_service *s);
+
+/* The earliest time at which something may become due: a lower bound on
+ * the due time (first tick boundary at or after the deadline) of every
+ * pending timer, never later than the earliest; exact when that timer is
+ * within wheel_slots ticks of tw_now(s). UINT64_MAX when nothing is
+ * pending. Any thread. An event loop driving a MANUAL service sleeps until
+ * it, then calls tw_advance.
+ * How: the occupancy bitmaps give the slots in tick order, and the call
+ * reads the entries of the nearest ones only until it meets a timer due at
+ * its slot's tick (at most 4096 entries a call: past that, or in a slot
+ * more than wheel_slots ticks away, it answers the slot's tick, early, and
+ * the tw_advance to that time clears the way). A periodic timer whose run
+ * is in progress has no next due time until the run returns. NULL s:
+ * UINT64_MAX.
+ *
+ *     uint64_t due = tw_next_due(s);   // ns on the service's clock
+ *     int ms = due == UINT64_MAX ? -1 : due <= now ? 0 : (int)((due - now + 999999) / 1000000);
+ */
+TW_API uint64_t tw_next_due(tw_service *s);
+
+/* MANUAL only: a file descriptor for the event loop's poll set. It becomes
+ * readable when, after the last tw_next_due call, a timer is armed or
+ * moved so that it is due before what that call returned (for example by
+ * another thread), so a loop blocked in epoll_wait wakes up in time.
+ * tw_next_due clears it. The service owns it (tw_destroy closes it); every
+ * call returns the same descriptor. Returns it (>= 0), or TW_EINVAL on a
+ * MONOTONIC service, TW_ENOMEM or TW_EAGAIN if it cannot be made. The
+ * scheduling calls stay lock-free; they make a system call only when they
+ * make the next due time earlier than the loop knows.
+ * It is an eventfd (non-blocking, close-on-exec): read it only through
+ * tw_next_due. Made on the first call; if tw_next_due was called before,
+ * it starts readable (the loop then asks again). NULL s: TW_EINVAL. */
+TW_API int tw_wake_fd(tw_service *s);
+
+/* Pause and resume (MONOTONIC only; TW_EINVAL on MANUAL). tw_pause freezes
+ * the service's clock: once it returns, no callback starts and tw_now(s)
+ * stays at the pause instant until tw_resume. Scheduling, rescheduling and
+ * cancelling keep working meanwhile (delays count from the frozen clock).
+ * tw_resume restarts the clock where it stopped, so every pending timer
+ * keeps the time it had left. Both idempotent; callable from any thread
+ * and from callbacks (tw_pause does not wait for running callbacks).
+ * tw_stop works on a paused service. tw_now of a MONOTONIC service is
+ * CLOCK_MONOTONIC minus the total time spent paused.
+ * Also: a paused service's threads sleep (no CPU); tw_pause waits only for
+ * a runner that is between its last look at the clock and a callback's
+ * start (a few instructions). A timer that was due and not started when
+ * the pause began starts after tw_resume, as late as it was. After tw_stop
+ * both still freeze and restart tw_now. Returns TW_OK; TW_EINVAL (s NULL,
+ * MANUAL). */
+TW_API int tw_pause(tw_service *s);
+TW_API int tw_resume(tw_service *s);
 
 /* A snapshot of the counters (each is exact; they are read one after the
  * other, so only a quiescent service gives a consistent set). Any thread. */
@@ -323,6 +416,33 @@ TW_API void tw_lateness_histogram(tw_service *s, uint64_t buckets[TW_LATENESS_BU
  * nothing fired; UINT64_MAX (no such quantile) for q outside (0, 1], NaN
  * included. */
 TW_API uint64_t tw_lateness_quantile(tw_service *s, double q);
+
+/* Introspection. Calls fn once for each timer that is pending for the
+ * whole call, at most once for a timer armed or ended during it, never for
+ * a timer that ended before the call; fn may cancel or reschedule the timer
+ * it is given. Returns the number of calls. Any thread but a callback of s
+ * may call it concurrently with everything but tw_destroy.
+ * Also: pending as in tw_stats: a one-shot until its callback starts; a
+ * periodic timer until cancelled or dropped, its run in progress included
+ * (deadline_ns then is the next run on its grid, or where a tw_reschedule
+ * moved it). It walks every timer record the service ever used (O(most
+ * timers ever at once)), takes no lock and stops no other call. From a
+ * callback of s, or with s or fn NULL, it calls nothing and returns 0.
+ *
+ *     static void count_late(const tw_timer_info *i, void *ctx)
+ *     { if (i->deadline_ns > *(uint64_t *)ctx) ... }
+ *     size_t n = tw_foreach_pending(s, count_late, &limit);
+ */
+typedef struct tw_timer_info {
+    tw_timer    timer;
+    uint64_t    deadline_ns;  /* next run, on the service's clock */
+    uint64_t    period_ns;    /* 0 for a one-shot */
+    tw_callback cb;
+    void       *arg;
+} tw_timer_info;
+TW_API size_t tw_foreach_pending(tw_service *s,
+                                 void (*fn)(const tw_timer_info *info, void *ctx),
+                                 void *ctx);
 
 /* "major.minor.patch" of the library linked, and its number
  * (major * 10000 + minor * 100 + patch). */

@@ -2,8 +2,10 @@
  * clock.c: the service's clock. Time is an input to the wheel: the core
  * works in ticks of a `now` it is given; this thin layer reads it.
  *
- *   - MONOTONIC: CLOCK_MONOTONIC in ns. Tick 0 is the service's origin (its
- *     creation), so tick k begins at origin + k * tick_ns.
+ *   - MONOTONIC: CLOCK_MONOTONIC in ns, minus the time spent paused
+ *     (pause.c; clock_state), frozen while paused. Tick 0 is the service's
+ *     origin (its creation), so tick k begins at origin + k * tick_ns of
+ *     service time.
  *   - MANUAL: an atomic the caller sets with tw_advance; starts at 0.
  *   - Sleeps are absolute (clock_nanosleep with TIMER_ABSTIME): a cursor
  *     that sleeps to tick boundaries never accumulates drift, and when it
@@ -32,7 +34,54 @@ uint64_t tw__clock_read(const tw_service *s)
          * sees the new time also sees what the advancing thread did first. */
         return atomic_load_explicit(&((tw_service *)s)->manual_now, memory_order_acquire);
     }
-    return tw__clock_monotonic();
+    /* Acquire: pairs with tw_pause / tw_resume's CAS, so a reader that
+     * sees the frozen or restarted clock sees what came before it. */
+    uint64_t st = atomic_load_explicit(&((tw_service *)s)->clock_state, memory_order_acquire);
+    if (st & TW_CLOCK_PAUSED)
+        return st & ~TW_CLOCK_PAUSED;
+    return tw__clock_monotonic() - st;
+}
+
+bool tw__clock_paused(const tw_service *s)
+{
+    /* Seq_cst: waiters read their futex word, then this (pause.c). */
+    return s->cfg.clock == TW_CLOCK_MONOTONIC &&
+           (atomic_load_explicit(&((tw_service *)s)->clock_state, memory_order_seq_cst) &
+            TW_CLOCK_PAUSED);
+}
+
+bool tw__clock_pause(tw_service *s)
+{
+    /* Relaxed: a first guess; the CAS decides. */
+    uint64_t st = atomic_load_explicit(&s->clock_state, memory_order_relaxed);
+    while (!(st & TW_CLOCK_PAUSED)) {
+        uint64_t frozen = tw__clock_monotonic() - st;
+        /* Seq_cst: the freeze comes before tw_pause's look at the runners'
+         * gates (pause.c) and before any waiter's look at the state. */
+        if (atomic_compare_exchange_weak_explicit(&s->clock_state, &st,
+                                                  TW_CLOCK_PAUSED | frozen,
+                                                  memory_order_seq_cst,
+                                                  memory_order_relaxed))
+            return true;
+    }
+    return false;
+}
+
+bool tw__clock_resume(tw_service *s)
+{
+    /* Relaxed: a first guess; the CAS decides. */
+    uint64_t st = atomic_load_explicit(&s->clock_state, memory_order_relaxed);
+    while (st & TW_CLOCK_PAUSED) {
+        /* Service time goes on from the frozen value: the new paused total
+         * is now minus it (>= the old total: time only moves forward). */
+        uint64_t paused_total = tw__clock_monotonic() - (st & ~TW_CLOCK_PAUSED);
+        /* Seq_cst: before the wake-ups that follow (pause.c, gate_wait). */
+        if (atomic_compare_exchange_weak_explicit(&s->clock_state, &st, paused_total,
+                                                  memory_order_seq_cst,
+                                                  memory_order_relaxed))
+            return true;
+    }
+    return false;
 }
 
 void tw__clock_sleep_until(uint64_t mono_ns)
@@ -41,6 +90,19 @@ void tw__clock_sleep_until(uint64_t mono_ns)
                           .tv_nsec = (long)(mono_ns % 1000000000ull)};
     while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
     }
+}
+
+void tw__clock_sleep_until_service(const tw_service *s, uint64_t t)
+{
+    if (s->cfg.clock != TW_CLOCK_MONOTONIC) {
+        tw__clock_sleep_until(t);
+        return;
+    }
+    /* Acquire: as in tw__clock_read. */
+    uint64_t st = atomic_load_explicit(&((tw_service *)s)->clock_state, memory_order_acquire);
+    if (st & TW_CLOCK_PAUSED || t > UINT64_MAX - st)
+        return;
+    tw__clock_sleep_until(t + st); /* a resume meanwhile only wakes us early */
 }
 
 /* Division by tick_ns is on every placement; a 64-bit divide costs tens

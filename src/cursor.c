@@ -5,6 +5,8 @@
  * while it is inside the wheel (workers = 0 runs them after the step).
  *
  * The loop:
+ *   - while the service is paused (pause.c), sleep until tw_resume: the
+ *     clock it reads is the service's, frozen then, so no tick is due;
  *   - when ticks are due (now >= origin + T * tick_ns for T > cur), step to
  *     T at once: a late cursor (stalled machine, long cascade, slow inline
  *     callback) catches up in one step, without sleeping;
@@ -82,10 +84,11 @@ static uint64_t tick_start(const tw_service *s, uint64_t tick)
     return s->origin + t * s->cfg.tick_ns;
 }
 
-/* The last tick the cursor may process now. */
+/* The last tick the cursor may process now (service time: frozen while
+ * paused, so no tick is processed then). */
 static uint64_t current_tick(const tw_service *s)
 {
-    return tw__tick_floor(s, tw__clock_monotonic() - s->origin) + lookahead(s);
+    return tw__tick_floor(s, tw__clock_read(s) - s->origin) + lookahead(s);
 }
 
 static bool quitting(tw_service *s)
@@ -100,7 +103,7 @@ static void idle_wait(tw_service *s, int32_t seq, uint64_t w)
     struct timespec ts, *timeout = NULL;
     uint64_t at = w == UINT64_MAX ? UINT64_MAX : tick_start(s, w);
     if (at != UINT64_MAX) {
-        uint64_t now = tw__clock_monotonic();
+        uint64_t now = tw__clock_read(s);
         if (at <= now)
             return;
         ts.tv_sec = (time_t)((at - now) / 1000000000ull);
@@ -117,7 +120,7 @@ static void cursor_sleep(tw_service *s, uint64_t cur)
     int32_t seq = atomic_load_explicit(&s->wake_seq, memory_order_seq_cst);
     uint64_t w = tw__wheel_next_work(s);
     if (w <= cur + 1) {
-        tw__clock_sleep_until(tick_start(s, cur + 1));
+        tw__clock_sleep_until_service(s, tick_start(s, cur + 1));
         return;
     }
     /* Seq_cst: publish the plan, then look again for work placed meanwhile. */
@@ -129,6 +132,17 @@ static void cursor_sleep(tw_service *s, uint64_t cur)
     atomic_store_explicit(&s->wake_tick, AWAKE, memory_order_seq_cst);
 }
 
+/* Paused (pause.c): sleep until tw_resume or quit, with no timeout, and
+ * with wake_tick AWAKE, so producers do not poke. */
+static void paused_wait(tw_service *s)
+{
+    /* Seq_cst: read the word, then the state (tw_resume changes the
+     * state, then bumps the word). */
+    int32_t seq = atomic_load_explicit(&s->wake_seq, memory_order_seq_cst);
+    if (!quitting(s) && tw__clock_paused(s))
+        futex_async((int32_t *)&s->wake_seq, FUTEX_WAIT, seq, NULL, NULL, 0);
+}
+
 static void *cursor_main(void *arg)
 {
     tw_service *s = arg;
@@ -136,7 +150,14 @@ static void *cursor_main(void *arg)
      * (50 us by default) to batch wake-ups; the cursor's wake-ups are what
      * lateness is made of, so it asks for none. Failure only costs slack. */
     (void)prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+    /* With workers = 0 (or no memory for a batch) the cursor runs
+     * callbacks: it passes the pause gate as a worker does (pause.c). */
+    tw__gate_bind(&s->cursor_starting, &s->wake_seq, &s->cursor_quit);
     while (!quitting(s)) {
+        if (tw__clock_paused(s)) {
+            paused_wait(s);
+            continue;
+        }
         uint64_t target = current_tick(s);
         /* Relaxed: this thread is the only writer of cur. */
         uint64_t cur = atomic_load_explicit(&s->wheel.cur, memory_order_relaxed);
@@ -148,7 +169,7 @@ static void *cursor_main(void *arg)
         /* Caught up: compaction's turn (wheel.c). While it has more to do,
          * sleep one tick, not until the next occupied slot. */
         if (tw__wheel_maintain(s))
-            tw__clock_sleep_until(tick_start(s, cur + 1));
+            tw__clock_sleep_until_service(s, tick_start(s, cur + 1));
         else
             cursor_sleep(s, cur);
     }

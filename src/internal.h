@@ -140,8 +140,10 @@ typedef struct tw_record {
                                   the owner (scheduler, lease holder, re-arming
                                   runner). FREE: the free-list link (index + 1,
                                   0 = end) */
-    tw_callback cb;            /* written by the scheduler before it publishes
-                                  PENDING, read by owners only */
+    _Atomic(tw_callback) cb;   /* written by the scheduler before it publishes
+                                  PENDING, read by owners; atomic (relaxed) for
+                                  tw_foreach_pending, which reads it as the
+                                  stop sweep reads arg (service.c) */
     _Atomic(void *) arg;       /* as cb; atomic for the stop sweep, which reads
                                   it before its CAS decides (service.c) */
     _Atomic uint32_t seq;      /* placement sequence; written by lease holders only */
@@ -199,12 +201,19 @@ static inline tw_record *tw__rec(const tw_records *r, uint32_t idx)
  * owners), and the deadline a reschedule that claimed the runner's re-arm
  * hands it (service.c, hand_over; written only after a successful claim). */
 typedef struct tw_periodic {
-    uint64_t period;
+    _Atomic uint64_t period;   /* atomic (relaxed): tw_foreach_pending reads it */
     _Atomic uint64_t handed;
 } tw_periodic;
 /* Record idx's side words; with make, allocate the chunk's side array if
  * needed (NULL: out of memory). */
 tw_periodic *tw__periodic(tw_records *r, uint32_t idx, bool make);
+/* A periodic timer's period (its side array exists: made at arming). */
+static inline uint64_t tw__period_of(tw_records *r, uint32_t idx)
+{
+    /* Relaxed: written before the arming's seq_cst publish, which every
+     * reader acquired through the state word. */
+    return atomic_load_explicit(&tw__periodic(r, idx, false)->period, memory_order_relaxed);
+}
 /* Take a FREE record: its index, address and state word. TW_EAGAIN, TW_ENOMEM. */
 int  tw__rec_alloc(tw_records *r, uint32_t *idx, tw_record **rec, uint64_t *state);
 /* Give back a record its owner has taken out of every live state: stores
@@ -388,6 +397,18 @@ typedef struct tw_wheel {
     _Atomic uint64_t cur TW_ALIGNED; /* end tick of the last range whose
                                         processing has started */
     _Atomic uint64_t overflowed; /* beyond-capacity placements of drained slots */
+    /* What tw_next_due reads besides the slots (wheel.c, the next due time):
+     * the step's window, and the timers claimed and not yet started. */
+    _Atomic uint64_t step_seq;   /* odd while a step or a compaction has entries
+                                    in hand (taken out, not yet placed again) */
+    _Atomic uint64_t step_from;  /* a tick at or before the due tick of every
+                                    timer not yet claimed: cur + 1, or in a step
+                                    the cur + 1 from before it */
+    _Atomic uint64_t claims;     /* timers claimed for running, ever */
+    _Atomic uint64_t claim_floor;/* a tick at or before the due tick of every
+                                    claimed timer that has not left FIRING */
+    uint64_t due_from;           /* drainer: step_from of the last step */
+    uint64_t step_min_tick;      /* drainer: least deadline tick claimed in it */
     /* Drainer-private (the cursor thread, or the tw_advance caller). */
     uint64_t removed;        /* positions drained or compacted, ever */
     uint64_t compacted;      /* positions compacted, ever */
@@ -428,12 +449,58 @@ uint64_t tw__wheel_next_work(tw_service *s);
 bool tw__wheel_maintain(tw_service *s);
 /* Entries the wheel holds, from the reservation counts (drainer only). */
 uint64_t tw__wheel_entries_estimate(tw_service *s);
+/* A tick at or before the due tick of every pending timer (UINT64_MAX:
+ * none), exact as tw_next_due's contract says. Any thread, no lock. */
+uint64_t tw__wheel_next_due(tw_service *s);
+/* The due tick of a claimed timer whose due-list key is `key` (drainer:
+ * the last step's list). */
+uint64_t tw__due_tick_of_key(const tw_service *s, uint64_t key);
+/* The inline runner (drainer) lowers no floor; it raises it past a timer
+ * it claimed to the due tick of the next one still claimed (workers.c). */
+void tw__claim_floor_set(tw_service *s, uint64_t tick);
 
 /* ---- clock.c ----------------------------------------------------------- */
 
+/* clock_state (MONOTONIC): running, the ns spent paused so far; paused,
+ * TW_CLOCK_PAUSED | the frozen service time (pause.c). */
+#define TW_CLOCK_PAUSED (1ull << 63)
 uint64_t tw__clock_read(const tw_service *s);      /* ns, the service's clock */
 uint64_t tw__clock_monotonic(void);
 void     tw__clock_sleep_until(uint64_t mono_ns);  /* absolute, CLOCK_MONOTONIC */
+/* Sleep until service time t (absolute, so no drift); returns at once if
+ * the clock is paused (the caller looks at the state again). */
+void     tw__clock_sleep_until_service(const tw_service *s, uint64_t t);
+bool     tw__clock_paused(const tw_service *s);
+bool     tw__clock_pause(tw_service *s);   /* true if it froze the clock */
+bool     tw__clock_resume(tw_service *s);  /* true if it restarted it */
+
+/* ---- embed.c ----------------------------------------------------------- */
+
+/* A placement made timer due at tick `due` (MANUAL): if that is sooner
+ * than the last tw_next_due answer, make tw_wake_fd readable. */
+void tw__wake_if_sooner(tw_service *s, uint64_t due);
+/* The ns of tick `tick` on the service's clock (saturated below UINT64_MAX). */
+uint64_t tw__ns_of_tick(const tw_service *s, uint64_t tick);
+void tw__wake_fd_close(tw_service *s); /* tw_destroy */
+
+/* ---- pause.c ----------------------------------------------------------- */
+
+/* The calling thread's gate, if it is a library runner (pause.c): its
+ * `starting` word, and the futex word and quit flag it sleeps on while
+ * the service is paused. All NULL on other threads. */
+typedef struct tw_gate_tls {
+    _Atomic uint32_t *starting;
+    _Atomic int32_t *word;
+    _Atomic bool *quit;
+} tw_gate_tls;
+extern _Thread_local tw_gate_tls tw__gate;
+void tw__gate_setup(void);       /* once per process, before runners start */
+bool tw__gate_heavy(void);       /* runners fence (no membarrier) */
+void tw__gate_bind(_Atomic uint32_t *starting, _Atomic int32_t *word, _Atomic bool *quit);
+/* Right before a claim for a run: false if quitting (claim nothing). */
+bool tw__gate_enter(tw_service *s);
+/* After the claim, before the callback's call. */
+void tw__gate_leave(void);
 static inline uint64_t tw__ceil_div(uint64_t a, uint64_t b) { return a / b + (a % b != 0); }
 
 /* ---- workers.c --------------------------------------------------------- */
@@ -457,6 +524,7 @@ typedef struct tw_worker {
     tw_service *s;
     uint32_t idx;
     _Atomic(tw_batch *) cur;
+    _Atomic uint32_t starting;   /* its gate (pause.c) */
 } TW_ALIGNED tw_worker;
 
 typedef struct tw_pool {
@@ -483,6 +551,7 @@ void tw__run_timer(tw_service *s, tw_timer h);
 void tw__deliver(tw_service *s);
 int  tw__pool_start(tw_service *s, uint32_t nthreads);
 void tw__pool_quit(tw_service *s);
+void tw__pool_fini(tw_service *s);  /* tw_destroy: what tw__pool_quit keeps */
 /* Wait until timer h is not running (spin, then sleep). */
 void tw__wait_not_running(tw_service *s, tw_record *rec, uint32_t gen);
 /* Periodic: compute and arm the next run after the run that was due at
@@ -535,6 +604,9 @@ typedef struct tw_stripe {
     _Atomic uint64_t armed, aborted, fired, periodic_runs, cancelled, rescheduled,
         dropped;
     _Atomic uint64_t reserved; /* slot positions reserved (wheel.c, compaction) */
+    _Atomic uint64_t firing_left; /* claimed timers that left FIRING other than by
+                                  their run: cancelled, taken back, dropped
+                                  (wheel.c, the next due time) */
     _Atomic uint64_t max_lateness;
     _Atomic int64_t budget;    /* idle units of max_timers (service.c, budgets);
                                   atomic RMW: a sweeper may empty it */
@@ -554,6 +626,8 @@ struct tw_service {
     tw_pool pool;
 
     _Atomic uint64_t manual_now TW_ALIGNED;  /* MANUAL clock, ns */
+    _Atomic uint64_t clock_state; /* MONOTONIC: paused total, or PAUSED | frozen
+                                     time (pause.c); read on every clock read */
     _Atomic int stop_state;    /* TW_RUN, TW_STOPPING, TW_STOPPED; seq_cst */
     pthread_mutex_t drain_lock;/* the drainer role (tw_advance, stop's last step) */
     pthread_mutex_t stop_lock; /* serialises tw_stop callers */
@@ -564,11 +638,17 @@ struct tw_service {
     _Atomic uint64_t wake_tick TW_ALIGNED; /* cursor sleeps until this tick */
     _Atomic int32_t wake_seq;  /* futex word: bumped to wake the cursor */
     _Atomic bool cursor_quit;
+    _Atomic uint32_t cursor_starting TW_ALIGNED; /* the cursor's gate (pause.c) */
 
     /* max_timers: the pool of budget units (service.c, budgets). */
     _Atomic int64_t budget_pool TW_ALIGNED;
     _Atomic uint32_t budget_sweeping;
     int64_t budget_block;      /* units a stripe takes from / gives to the pool */
+
+    /* Event loops (MANUAL, embed.c). */
+    _Atomic int wake_fd TW_ALIGNED;  /* eventfd, -1 until tw_wake_fd makes it */
+    _Atomic uint64_t known_due;      /* the loop's last tw_next_due answer; 0:
+                                        none yet */
 
     /* cancel_sync waiters: runners wake them after a run ends. */
     _Atomic uint32_t sync_waiters TW_ALIGNED;
@@ -607,6 +687,8 @@ uint64_t tw__pending(tw_service *s);        /* stats.pending, summed */
  * its unit of max_timers goes back (service.c, budgets). */
 void tw__budget_give(tw_service *s);
 uint64_t tw__reserved_total(tw_service *s); /* every stripe's `reserved` */
+uint64_t tw__fired_total(tw_service *s);    /* every stripe's `fired` */
+uint64_t tw__firing_left_total(tw_service *s); /* ... and `firing_left` */
 void tw__note_lateness(tw_service *s, uint64_t late_ns);
 uint64_t tw__rare_total(tw_service *s, int which);
 const char *tw__rare_name(int which); /* for reports: "late_slot" */

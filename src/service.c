@@ -32,6 +32,7 @@
  */
 #include "internal.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -380,6 +381,16 @@ uint64_t tw__reserved_total(tw_service *s)
     return SUM(s, reserved);
 }
 
+uint64_t tw__fired_total(tw_service *s)
+{
+    return SUM(s, fired);
+}
+
+uint64_t tw__firing_left_total(tw_service *s)
+{
+    return SUM(s, firing_left);
+}
+
 void tw_stats_get(tw_service *s, tw_stats *out)
 {
     if (!out)
@@ -441,6 +452,8 @@ uint64_t tw_lateness_quantile(tw_service *s, double q)
 
 static void service_free(tw_service *s)
 {
+    tw__pool_fini(s);
+    tw__wake_fd_close(s);
     tw__wheel_fini(&s->wheel);
     tw__records_fini(&s->rec);
     pthread_mutex_destroy(&s->drain_lock);
@@ -470,6 +483,10 @@ int tw_create(const tw_config *cfg, tw_service **out)
     pthread_mutex_init(&s->stop_lock, NULL);
     atomic_init(&s->stop_state, TW_RUN);
     atomic_init(&s->manual_now, 0);
+    atomic_init(&s->clock_state, 0);
+    atomic_init(&s->cursor_starting, 0);
+    atomic_init(&s->wake_fd, -1);
+    atomic_init(&s->known_due, 0);
     tw__records_init(&s->rec);
     budget_init(s);
     if (tw__wheel_init(&s->wheel, c.wheel_slots, c.slot_capacity) != TW_OK) {
@@ -477,6 +494,8 @@ int tw_create(const tw_config *cfg, tw_service **out)
         return TW_ENOMEM;
     }
     bool threaded = c.clock == TW_CLOCK_MONOTONIC;
+    if (threaded)
+        tw__gate_setup(); /* before any runner starts (pause.c) */
     s->origin = threaded ? tw__clock_monotonic() : 0;
     int rc = tw__pool_start(s, threaded ? c.workers : 0);
     if (rc == TW_OK && threaded)
@@ -510,15 +529,39 @@ static bool stopping(tw_service *s)
     return atomic_load_explicit(&s->stop_state, memory_order_seq_cst) != TW_RUN;
 }
 
+/* The service's time since its origin: what deadlines are kept in. */
+static uint64_t since_origin(const tw_service *s)
+{
+    return tw__clock_read(s) - s->origin;
+}
+
 /* now (since origin) + delay, or TW_ERANGE. */
-static int deadline_of(tw_service *s, uint64_t delay, uint64_t *deadline)
+static int deadline_after(const tw_service *s, uint64_t now, uint64_t delay,
+                          uint64_t *deadline)
 {
     if (delay > s->max_delay)
         return TW_ERANGE;
     /* now <= TW_CLOCK_MAX_NS and delay <= 2^63: the sum and one more tick
      * fit in 64 bits. */
-    *deadline = tw__clock_read(s) - s->origin + delay;
+    *deadline = now + delay;
     return TW_OK;
+}
+
+static int deadline_of(const tw_service *s, uint64_t delay, uint64_t *deadline)
+{
+    return deadline_after(s, since_origin(s), delay, deadline);
+}
+
+/* An absolute deadline on the service's clock, since origin; one at or
+ * before now is now (due at the next tick, as a delay of 0), or TW_ERANGE. */
+static int deadline_at(const tw_service *s, uint64_t deadline_ns, uint64_t *deadline)
+{
+    uint64_t now = tw__clock_read(s);
+    if (deadline_ns <= now) {
+        *deadline = now - s->origin;
+        return TW_OK;
+    }
+    return deadline_after(s, now - s->origin, deadline_ns - now, deadline);
 }
 
 /* Undo an arming that cannot complete: true if we took the timer back,
@@ -564,17 +607,12 @@ static int schedule_commit(tw_service *s, tw_record *rec, uint32_t idx, uint64_t
     return TW_OK;
 }
 
-static int schedule_common(tw_service *s, uint64_t delay, uint64_t period,
-                           tw_callback cb, void *arg, tw_timer *out)
+/* Arm a timer with its deadline (since origin) known; the caller checked
+ * s, cb and the stop. */
+static int schedule_deadline(tw_service *s, uint64_t deadline, uint64_t period,
+                             tw_callback cb, void *arg, tw_timer *out)
 {
-    if (!s || !cb)
-        return TW_EINVAL;
-    if (stopping(s))
-        return TW_ESHUTDOWN;
-    uint64_t deadline;
-    int rc = deadline_of(s, delay, &deadline);
-    if (rc != TW_OK)
-        return rc;
+    int rc;
     uint32_t idx;
     uint64_t st;
     tw_record *rec;
@@ -594,10 +632,12 @@ static int schedule_common(tw_service *s, uint64_t delay, uint64_t period,
             tw__budget_give(s);
             return TW_ENOMEM;
         }
-        p->period = period;
+        /* Relaxed: published by the seq_cst store of the state below. */
+        atomic_store_explicit(&p->period, period, memory_order_relaxed);
     }
-    rec->cb = cb;
-    /* Relaxed (cb too): published by the seq_cst store of the state below. */
+    /* Relaxed (cb, arg, deadline): published by the seq_cst store of the
+     * state below. */
+    atomic_store_explicit(&rec->cb, cb, memory_order_relaxed);
     atomic_store_explicit(&rec->arg, arg, memory_order_relaxed);
     atomic_store_explicit(&rec->deadline, deadline, memory_order_relaxed);
     st = (st & ~0xffffffffull) | TW_ST_PENDING | (period ? TW_F_PERIODIC : 0);
@@ -617,9 +657,67 @@ static int schedule_common(tw_service *s, uint64_t delay, uint64_t period,
     return TW_OK;
 }
 
+static int schedule_common(tw_service *s, uint64_t delay, uint64_t period,
+                           tw_callback cb, void *arg, tw_timer *out)
+{
+    if (!s || !cb)
+        return TW_EINVAL;
+    if (stopping(s))
+        return TW_ESHUTDOWN;
+    uint64_t deadline;
+    int rc = deadline_of(s, delay, &deadline);
+    if (rc != TW_OK)
+        return rc;
+    return schedule_deadline(s, deadline, period, cb, arg, out);
+}
+
 int tw_schedule(tw_service *s, uint64_t delay_ns, tw_callback cb, void *arg, tw_timer *out)
 {
     return schedule_common(s, delay_ns, 0, cb, arg, out);
+}
+
+int tw_schedule_at(tw_service *s, uint64_t deadline_ns, tw_callback cb, void *arg,
+                   tw_timer *out)
+{
+    if (!s || !cb)
+        return TW_EINVAL;
+    if (stopping(s))
+        return TW_ESHUTDOWN;
+    uint64_t deadline;
+    int rc = deadline_at(s, deadline_ns, &deadline);
+    if (rc != TW_OK)
+        return rc;
+    return schedule_deadline(s, deadline, 0, cb, arg, out);
+}
+
+/* One clock reading for the batch (the contract), then each element as
+ * tw_schedule arms it; the first failure ends the batch. */
+int tw_schedule_many(tw_service *s, size_t n, const uint64_t *delays_ns, tw_callback cb,
+                     void *const *args, tw_timer *out)
+{
+    if (!s || !cb || (n > 0 && !delays_ns) || n > INT_MAX)
+        return TW_EINVAL;
+    if (n == 0)
+        return 0;
+    if (stopping(s)) {
+        if (out)
+            memset(out, 0, n * sizeof *out);
+        return TW_ESHUTDOWN;
+    }
+    uint64_t now = since_origin(s);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t deadline;
+        int rc = deadline_after(s, now, delays_ns[i], &deadline);
+        if (rc == TW_OK)
+            rc = schedule_deadline(s, deadline, 0, cb, args ? args[i] : NULL,
+                                   out ? &out[i] : NULL);
+        if (rc != TW_OK) {
+            if (out)
+                memset(out + i, 0, (n - i) * sizeof *out);
+            return i > 0 ? (int)i : rc;
+        }
+    }
+    return (int)n;
 }
 
 int tw_schedule_every(tw_service *s, uint64_t first_delay_ns, uint64_t period_ns,
@@ -676,6 +774,8 @@ static int cancel_record(tw_service *s, tw_record *rec, tw_timer t)
     }
     if (tw__st(want) == TW_ST_FREE)
         tw__rec_push_free(&s->rec, tw__handle_idx(t));
+    if (tw__st(st) == TW_ST_FIRING)
+        TW_COUNT(s, firing_left, 1); /* a claim that will not run (wheel.c) */
     TW_COUNT(s, cancelled, 1);
     tw__budget_give(s);
     return TW_OK;
@@ -687,6 +787,29 @@ int tw_cancel(tw_service *s, tw_timer t)
         return TW_EINVAL;
     tw_record *rec = tw__rec_of(&s->rec, t);
     return rec ? cancel_record(s, rec, t) : TW_ENOENT;
+}
+
+/* Each handle as tw_cancel does it; the records a few places ahead are
+ * fetched meanwhile (a batch's records are usually far apart). */
+#define CANCEL_AHEAD 4
+
+int tw_cancel_many(tw_service *s, size_t n, const tw_timer *handles, int *rcs)
+{
+    if (!s || (n > 0 && !handles) || n > INT_MAX)
+        return TW_EINVAL;
+    int ok = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (i + CANCEL_AHEAD < n) {
+            tw_record *ahead = tw__rec_of(&s->rec, handles[i + CANCEL_AHEAD]);
+            if (ahead)
+                __builtin_prefetch(ahead, 1, 3);
+        }
+        int rc = tw_cancel(s, handles[i]);
+        if (rcs)
+            rcs[i] = rc;
+        ok += rc == TW_OK;
+    }
+    return ok;
 }
 
 /* The wait may close a cycle through other callbacks (threads.c): then
@@ -866,9 +989,20 @@ static int reschedule_record(tw_service *s, tw_record *rec, tw_timer t, uint64_t
         atomic_store_explicit(&rec->deadline, deadline, memory_order_relaxed);
         return move_running(s, rec, idx, deadline);
     }
-    if (tw__st(st) == TW_ST_FIRING)
+    if (tw__st(st) == TW_ST_FIRING) {
         tw__count_rare(s, TW_RARE_RESCHED_FIRING);
+        TW_COUNT(s, firing_left, 1); /* taken back from its claim (wheel.c) */
+    }
     return move_pending(s, rec, idx, deadline, tw__st(st) == TW_ST_FIRING);
+}
+
+static int reschedule_to(tw_service *s, tw_timer t, uint64_t deadline)
+{
+    tw_record *rec = tw__rec_of(&s->rec, t);
+    int rc = rec ? reschedule_record(s, rec, t, deadline) : TW_ENOENT;
+    if (rc == TW_OK)
+        TW_COUNT(s, rescheduled, 1);
+    return rc;
 }
 
 int tw_reschedule(tw_service *s, tw_timer t, uint64_t delay_ns)
@@ -879,13 +1013,18 @@ int tw_reschedule(tw_service *s, tw_timer t, uint64_t delay_ns)
         return TW_ESHUTDOWN;
     uint64_t deadline;
     int rc = deadline_of(s, delay_ns, &deadline);
-    if (rc != TW_OK)
-        return rc;
-    tw_record *rec = tw__rec_of(&s->rec, t);
-    rc = rec ? reschedule_record(s, rec, t, deadline) : TW_ENOENT;
-    if (rc == TW_OK)
-        TW_COUNT(s, rescheduled, 1);
-    return rc;
+    return rc == TW_OK ? reschedule_to(s, t, deadline) : rc;
+}
+
+int tw_reschedule_at(tw_service *s, tw_timer t, uint64_t deadline_ns)
+{
+    if (!s)
+        return TW_EINVAL;
+    if (stopping(s))
+        return TW_ESHUTDOWN;
+    uint64_t deadline;
+    int rc = deadline_at(s, deadline_ns, &deadline);
+    return rc == TW_OK ? reschedule_to(s, t, deadline) : rc;
 }
 
 /* ---- the MANUAL clock -------------------------------------------------------- */
@@ -931,6 +1070,67 @@ uint64_t tw_now(const tw_service *s)
     return s ? tw__clock_read(s) : 0;
 }
 
+/* ---- introspection ----------------------------------------------------------- */
+
+/* Record idx's timer, if it is pending: a one-shot PENDING (a move may be
+ * under way) or FIRING; a periodic timer in any of those, or RUNNING and
+ * not cancelled. The fields are read between two loads of the state word
+ * (the seqlock pattern): cb, arg and the period are written once per
+ * arming, before the state that publishes it, and a generation changes
+ * when the record is freed; so if both loads show one live generation,
+ * what was read belongs to that timer. The deadline word may be a move's
+ * old or new value, both true at some instant of the call. */
+static bool pending_info(tw_service *s, uint32_t idx, tw_timer_info *info)
+{
+    tw_record *rec = tw__rec(&s->rec, idx);
+    if (!rec)
+        return false;
+    /* Acquire: the arming that published cb, arg, the period. */
+    uint64_t st = atomic_load_explicit(&rec->state, memory_order_acquire);
+    uint32_t kind = tw__st(st);
+    bool periodic = (st & TW_F_PERIODIC) != 0;
+    bool live = kind == TW_ST_PENDING || kind == TW_ST_FIRING ||
+                (kind == TW_ST_RUNNING && periodic && !(st & TW_F_CANCELREQ));
+    if (!live)
+        return false;
+    /* Relaxed, all four: ordered by the acquire above and the fence below. */
+    info->cb = atomic_load_explicit(&rec->cb, memory_order_relaxed);
+    info->arg = atomic_load_explicit(&rec->arg, memory_order_relaxed);
+    uint64_t deadline = atomic_load_explicit(&rec->deadline, memory_order_relaxed);
+    info->period_ns = periodic ? tw__period_of(&s->rec, idx) : 0;
+    /* Acquire fence, then the state again: if it still shows this live
+     * generation, nothing read above belongs to a later arming. */
+    atomic_thread_fence(memory_order_acquire);
+    uint64_t again = atomic_load_explicit(&rec->state, memory_order_relaxed);
+    if (tw__gen(again) != tw__gen(st) || tw__st(again) == TW_ST_FREE ||
+        tw__st(again) == TW_ST_ZOMBIE)
+        return false; /* ended during the call: reported at most once (here: not) */
+    /* A run in progress: the next run is where a reschedule moved it, or
+     * the next on the grid (a run that overruns may skip it later). */
+    if (kind == TW_ST_RUNNING && !(st & TW_F_MOVED))
+        deadline += info->period_ns;
+    info->timer = tw__handle(tw__gen(st), idx);
+    info->deadline_ns = s->origin + deadline;
+    return true;
+}
+
+size_t tw_foreach_pending(tw_service *s, void (*fn)(const tw_timer_info *info, void *ctx),
+                          void *ctx)
+{
+    if (!s || !fn || tw__self.s == s)
+        return 0; /* from a callback of s: documented, nothing called */
+    size_t calls = 0;
+    uint32_t high = tw__records_high(&s->rec);
+    for (uint32_t idx = 0; idx < high; idx++) {
+        tw_timer_info info;
+        if (pending_info(s, idx, &info)) {
+            fn(&info, ctx);
+            calls++;
+        }
+    }
+    return calls;
+}
+
 /* ---- stop -------------------------------------------------------------------- */
 
 /* Hand one never-started timer to on_pending, or leave it to its lease
@@ -964,6 +1164,8 @@ static bool drop_record(tw_service *s, uint32_t idx, tw_callback on_pending)
                                                  memory_order_seq_cst,
                                                  memory_order_seq_cst))
         return false;
+    if (kind == TW_ST_FIRING)
+        TW_COUNT(s, firing_left, 1); /* a claim that will not run (wheel.c) */
     TW_COUNT(s, dropped, 1);
     tw__budget_give(s);
     if (on_pending)

@@ -230,14 +230,17 @@ static int reserve_at(tw_slot *sl, tw_arena *a, uint32_t cap, uint64_t *w, uint3
     int rc = ensure_room(sl, a, cap, count);
     if (rc != TW_OK)
         return rc;
-    /* Acq_rel on success. Acquire: we read the word the drainer reopened
-     * with its release store, so the entries it reset (and the round's
-     * epoch and seq) are visible. Release: the drainer's close (acquire)
-     * that counts our position also sees the segment we (or another
-     * producer, before its own release here) installed for it, so it never
-     * finds the pointer NULL. Acquire on failure: we look at the new word. */
+    /* Seq_cst on success (acq_rel would do for the slot itself, and costs
+     * the same locked instruction). Acquire: we read the word the drainer
+     * reopened with its release store, so the entries it reset (and the
+     * round's epoch and seq) are visible. Release: the drainer's close
+     * (acquire) that counts our position also sees the segment we (or
+     * another producer, before its own release here) installed for it, so
+     * it never finds the pointer NULL. Seq_cst: tw_next_due's seq_cst load
+     * of the word counts our position if the loop's wake-up word missed us
+     * (embed.c). Acquire on failure: we look at the new word. */
     if (atomic_compare_exchange_weak_explicit(&sl->word, w, *w + 1,
-                                              memory_order_acq_rel,
+                                              memory_order_seq_cst,
                                               memory_order_acquire)) {
         *pos = count;
         return TW_SLOT_OK;
@@ -320,9 +323,10 @@ bool tw__slot_publish(tw_slot *sl, uint32_t cap, uint32_t pos, uint64_t round,
         if ((cur & TW_ENTRY_VALUE) || (cur & EMPTY_KEY_MASK) > round)
             return false; /* tombstoned, or a later round's */
         /* Release: the drainer's exchange (acq_rel) then sees the record
-         * as we armed it. */
+         * as we armed it. Seq_cst: as the reservation, for tw_next_due's
+         * look at the entry (embed.c); the same locked instruction. */
         if (atomic_compare_exchange_weak_explicit(e, &cur, value,
-                                                  memory_order_release,
+                                                  memory_order_seq_cst,
                                                   memory_order_relaxed))
             return true;
     }

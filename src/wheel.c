@@ -203,6 +203,11 @@ int tw__wheel_init(tw_wheel *w, uint32_t nslots, uint32_t cap)
     for (int j = 0; j < LATE_SLOTS; j++)
         tw__slot_init(&w->late[j], 0);
     atomic_init(&w->cur, 0);
+    atomic_init(&w->step_seq, 0);
+    atomic_init(&w->step_from, 1);
+    atomic_init(&w->claims, 0);
+    atomic_init(&w->claim_floor, UINT64_MAX);
+    w->due_from = 1;
     w->fixed_capacity = (uint64_t)slots_total(w) * cap;
     /* Compaction's slack beyond twice the pending timers (see there): two
      * entries a slot (or the fixed capacity, if smaller) make a pass over
@@ -316,12 +321,13 @@ static int place_late(tw_service *s, uint64_t value, uint32_t lane)
  * an older round of its own than the epoch we aim at (the step is still
  * on its way there): that round drains sooner, which is never late, and
  * its drain places the timer again. */
-static int place_once(tw_service *s, uint64_t value, uint64_t k)
+static int place_once(tw_service *s, uint64_t value, uint64_t k, uint64_t *due)
 {
     tw_wheel *w = &s->wheel;
     /* Acquire: pairs with the step's release store of cur. */
     uint64_t c = atomic_load_explicit(&w->cur, memory_order_acquire);
     uint64_t t = k > c ? k : c + 1;
+    *due = t;
     uint64_t d = t - c;
     uint32_t l = level_for(w, d);
     if (l >= w->levels) {
@@ -365,7 +371,10 @@ static int place_once(tw_service *s, uint64_t value, uint64_t k)
 int tw__place(tw_service *s, uint64_t entry, uint64_t tick)
 {
     for (;;) {
-        int rc = place_once(s, entry, tick);
+        uint64_t due;
+        int rc = place_once(s, entry, tick, &due);
+        if (rc == TW_OK && s->cfg.clock == TW_CLOCK_MANUAL)
+            tw__wake_if_sooner(s, due); /* embed.c: the event loop's wake-up */
         if (rc <= 0)
             return rc;
     }
@@ -495,6 +504,76 @@ static uint64_t due_order_key(const tw_service *s, uint64_t deadline, uint64_t t
     return tick * TW_SUBTICKS + (TW_SUBTICKS - 1) - tw__tick_floor(s, early * TW_SUBTICKS);
 }
 
+/* The step's window for tw_next_due (below): while the drainer holds
+ * entries it took out of slots and has not placed again or claimed yet,
+ * step_seq is odd and step_from is the first tick any of them can be due
+ * at; a reader that sees the window (or a change of step_seq across its
+ * scan) takes step_from as its answer's bound. */
+static void hands_full(tw_wheel *w, uint64_t from)
+{
+    /* Release: a reader that reads it (acquire) after seeing the odd
+     * step_seq has this step's from, or a later one, whose step then
+     * finished before (and its placements are visible). */
+    atomic_store_explicit(&w->step_from, from, memory_order_release);
+    /* Seq_cst: the window opens before the first slot is closed, in the
+     * order tw_next_due's seq_cst loads of slots see. */
+    atomic_fetch_add_explicit(&w->step_seq, 1, memory_order_seq_cst);
+}
+
+static void hands_empty(tw_wheel *w, uint64_t from)
+{
+    /* Release: as in hands_full; every placement of the step comes before. */
+    atomic_store_explicit(&w->step_from, from, memory_order_release);
+    /* Seq_cst: as in hands_full, for the window's close. */
+    atomic_fetch_add_explicit(&w->step_seq, 1, memory_order_seq_cst);
+}
+
+/* Timers claimed and not yet started are pending too: count the step's
+ * claims and lower the claim floor to their least due tick (max(deadline
+ * tick, from): a deadline already passed was due at the first tick not
+ * processed when it was placed, from at the earliest). The floor is raised
+ * only when no claim is left unstarted (all claims counted out), so it is
+ * at or before every claimed timer still FIRING. */
+static uint64_t claims_left(tw_service *s)
+{
+    /* Relaxed: counters; a stale (smaller) sum of exits only keeps the
+     * floor lower. Only the drainer writes claims. */
+    uint64_t out = tw__fired_total(s) + tw__firing_left_total(s);
+    uint64_t in = atomic_load_explicit(&s->wheel.claims, memory_order_relaxed);
+    return in > out ? in - out : 0;
+}
+
+static void count_claims(tw_service *s, uint64_t from)
+{
+    tw_wheel *w = &s->wheel;
+    uint64_t n = w->due.n / 2;
+    if (n == 0)
+        return;
+    uint64_t floor = w->step_min_tick > from ? w->step_min_tick : from;
+    if (claims_left(s) > 0) {
+        /* Relaxed: only the drainer writes the floor. */
+        uint64_t old = atomic_load_explicit(&w->claim_floor, memory_order_relaxed);
+        floor = old < floor ? old : floor;
+    }
+    /* Relaxed: published by the release add below. */
+    atomic_store_explicit(&w->claim_floor, floor, memory_order_relaxed);
+    /* Release: a reader that sees these claims (acquire) sees the floor. */
+    atomic_fetch_add_explicit(&w->claims, n, memory_order_release);
+}
+
+uint64_t tw__due_tick_of_key(const tw_service *s, uint64_t key)
+{
+    uint64_t k = s->cfg.clock == TW_CLOCK_MANUAL ? tw__tick_of(s, key) : key / TW_SUBTICKS;
+    return k > s->wheel.due_from ? k : s->wheel.due_from;
+}
+
+void tw__claim_floor_set(tw_service *s, uint64_t tick)
+{
+    /* Release: pairs with tw_next_due's acquire; the inline runner is the
+     * drainer, the floor's only writer. */
+    atomic_store_explicit(&s->wheel.claim_floor, tick, memory_order_release);
+}
+
 /* Claim a due timer for running, or place it again; drop a dead entry.
  * Dead: the record moved on (another generation, not PENDING) or the
  * entry is not its current placement (its tag is not the record's: the
@@ -534,6 +613,8 @@ static void take_entry(tw_service *s, uint64_t v, uint64_t T)
         if (atomic_compare_exchange_strong_explicit(
                 &rec->state, &st, tw__with_st(st, TW_ST_FIRING),
                 memory_order_acq_rel, memory_order_acquire)) {
+            if (k < s->wheel.step_min_tick)
+                s->wheel.step_min_tick = k;
             tw__vec_push(&s->wheel.due, due_order_key(s, deadline, k));
             tw__vec_push(&s->wheel.due, tw__handle(tw__gen(st), idx));
             return;
@@ -609,11 +690,14 @@ void tw__wheel_step(tw_service *s, uint64_t T)
     uint64_t c = atomic_load_explicit(&w->cur, memory_order_relaxed);
     if (T <= c)
         return;
+    hands_full(w, c + 1);
     /* Release: producers that read T (acquire) aim past it; the slots'
      * reopen stores come later, so a producer that sees a reopened slot
      * also sees this cursor. */
     atomic_store_explicit(&w->cur, T, memory_order_release);
     w->taken.n = 0;
+    w->step_min_tick = UINT64_MAX;
+    w->due_from = c + 1;
     for (uint32_t l = w->levels; l-- > 0;)
         drain_level(w, l, c, T);
     for (int j = 0; j < LATE_SLOTS; j++)
@@ -621,6 +705,8 @@ void tw__wheel_step(tw_service *s, uint64_t T)
     for (size_t n = 0; n < w->taken.n; n++)
         take_entry(s, w->taken.v[n], T);
     order_due(w);
+    count_claims(s, c + 1);
+    hands_empty(w, T + 1);
 }
 
 /* ---- compaction (the drainer only) ---------------------------------------- */
@@ -688,12 +774,14 @@ static uint32_t compact_one(tw_service *s, uint32_t l, uint32_t i, uint64_t c)
     uint64_t epoch = next_epoch_after(w, l, i, c);
     uint32_t n = 0;
     w->taken.n = 0;
+    hands_full(w, c + 1);
     occupancy_clear(w, l, i); /* set again by the entries placed back */
     for (uint32_t lane = 0; lane < w->lanes; lane++)
         n += tw__slot_compact(slot_at(w, l, i, lane), w->cap, &w->taken);
     count_removed(w, n);
     for (size_t j = 0; j < w->taken.n; j++)
         keep_entry(s, w->taken.v[j], epoch);
+    hands_empty(w, c + 1);
     return n;
 }
 
@@ -792,6 +880,177 @@ uint64_t tw__wheel_next_work(tw_service *s)
             best = e;
     }
     return best;
+}
+
+/* ---- the next due time (any thread) --------------------------------------- */
+
+/*
+ * tw_next_due: the least due tick of the pending timers, without a lock and
+ * without a walk of the timers. Pending timers are in three places:
+ *   - in slots: a live entry (a PENDING record carrying the entry's tag) of
+ *     a timer due at max(deadline tick, from), from = cur + 1, in a slot
+ *     whose epoch is at or before that (placement never puts an entry
+ *     after its deadline). So the slots are visited in epoch order (the
+ *     occupancy bitmaps give them, level by level, as the cursor's idle
+ *     scan does) and the walk ends at the first epoch not before the best
+ *     due tick found. A slot within wheel_slots ticks of from has its
+ *     entries read (exact), until one is due at the slot's own epoch,
+ *     which nothing in it can beat; a slot further away, or one met after
+ *     TW_NEXT_DUE_WALK entries were read, answers its epoch (a lower bound:
+ *     the loop wakes early, and the tw_advance then re-places the slot);
+ *   - claimed and not yet started (FIRING): the drainer counts claims and
+ *     keeps claim_floor at or before every such timer's due tick; started
+ *     runs and the other ways out of FIRING are counted on the stripes;
+ *   - in the drainer's hands during a step or a compaction (taken out of a
+ *     slot, not yet placed again or claimed): step_seq is odd meanwhile,
+ *     and step_from bounds them. A scan that overlaps a window is done
+ *     again, and after three tries answers at most step_from.
+ * The slots' words, entries and bitmaps are read seq_cst: with the
+ * producers' seq_cst reservation and publish, and the wake-up word
+ * (embed.c), a placement that the scan misses sees the loop's new answer
+ * and wakes it.
+ */
+#define TW_NEXT_DUE_WALK 4096
+#define TW_MAX_LEVELS (1 + TW_WHEEL_SPAN_BITS) /* 2 slots a level: 42 levels */
+
+typedef struct due_scan {
+    tw_service *s;
+    uint64_t from;    /* the first tick not processed */
+    uint64_t best;    /* least due tick found */
+    uint32_t budget;  /* entries left to read */
+} due_scan;
+
+/* The due tick of slot entry v, or UINT64_MAX if v is not the current
+ * entry of a pending timer. */
+static uint64_t entry_due(const due_scan *x, uint64_t v)
+{
+    if (!(v & TW_ENTRY_VALUE))
+        return UINT64_MAX; /* reserved, not yet published; or a tombstone */
+    tw_record *rec = tw__rec(&x->s->rec, (uint32_t)v);
+    if (!rec)
+        return UINT64_MAX;
+    /* Acquire: as in take_entry (the deadline and seq that go with it). */
+    uint64_t st = atomic_load_explicit(&rec->state, memory_order_acquire);
+    if (tw__st(st) != TW_ST_PENDING || tw__entry_tag(v) != tw__rec_tag(rec, st))
+        return UINT64_MAX;
+    /* Relaxed: ordered after the acquire of st; a deadline being moved
+     * meanwhile is a concurrent call, either value will do. */
+    uint64_t k = tw__tick_of(x->s, atomic_load_explicit(&rec->deadline, memory_order_relaxed));
+    return k > x->from ? k : x->from;
+}
+
+/* Read a slot's entries into x->best; stop early once one is due at
+ * `epoch` (nothing in the slot is due sooner). False: out of budget. */
+static bool walk_slot(due_scan *x, tw_slot *sl, uint64_t epoch)
+{
+    const tw_wheel *w = &x->s->wheel;
+    /* Seq_cst: see the top (a reservation the loop's wake-up word missed
+     * is counted here). */
+    uint32_t n = (uint32_t)(atomic_load_explicit(&sl->word, memory_order_seq_cst) &
+                            TW_SLOT_COUNT_MASK);
+    for (uint32_t p = 0; p < n && x->best > epoch; p++) {
+        if (x->budget == 0)
+            return false;
+        x->budget--;
+        _Atomic uint64_t *e = tw__slot_entry(sl, w->cap, p);
+        if (!e)
+            continue;
+        /* Seq_cst: as the word above, for the publish. */
+        uint64_t d = entry_due(x, atomic_load_explicit(e, memory_order_seq_cst));
+        if (d < x->best)
+            x->best = d;
+    }
+    return true;
+}
+
+/* Level l's occupied slots in epoch order after tick from - 1: offset d
+ * from the first slot after it (index base mod S). Finds the least
+ * offset >= *d whose bit is set; false if none within the turn. */
+static bool occupied_from(const tw_wheel *w, uint32_t l, uint64_t base, uint32_t *d)
+{
+    const uint32_t mask = w->nslots - 1;
+    while (*d < w->nslots) {
+        uint32_t i = (uint32_t)((base + *d) & mask);
+        /* Seq_cst: see the top. */
+        uint64_t bits = atomic_load_explicit(&w->occ[(size_t)l * w->occ_words + i / 64],
+                                             memory_order_seq_cst) >> (i % 64);
+        uint32_t left = 64 - i % 64; /* bits of this word from i on ... */
+        if (left > w->nslots - i)
+            left = w->nslots - i;    /* ... up to the level's last slot */
+        if (bits) {
+            uint32_t k = (uint32_t)__builtin_ctzll(bits);
+            if (k < left) {
+                *d += k;
+                return *d < w->nslots;
+            }
+        }
+        *d += left;
+    }
+    return false;
+}
+
+static uint64_t scan_slots(tw_service *s, uint64_t from, uint64_t best)
+{
+    tw_wheel *w = &s->wheel;
+    due_scan x = {.s = s, .from = from, .best = best, .budget = TW_NEXT_DUE_WALK};
+    for (int j = 0; j < LATE_SLOTS; j++) {
+        if (!walk_slot(&x, &w->late[j], from))
+            return x.best < from ? x.best : from;
+    }
+    uint64_t base[TW_MAX_LEVELS];
+    uint32_t d[TW_MAX_LEVELS];
+    bool more[TW_MAX_LEVELS];
+    for (uint32_t l = 0; l < w->levels; l++) {
+        base[l] = ((from - 1) >> level_shift(w, l)) + 1;
+        d[l] = 0;
+        more[l] = occupied_from(w, l, base[l], &d[l]);
+    }
+    const uint64_t exact_until = from + w->nslots; /* the contract's window */
+    for (;;) {
+        uint32_t pick = UINT32_MAX;
+        uint64_t e = UINT64_MAX;
+        for (uint32_t l = 0; l < w->levels; l++) {
+            uint64_t el = more[l] ? (base[l] + d[l]) << level_shift(w, l) : UINT64_MAX;
+            if (el < e) {
+                e = el;
+                pick = l;
+            }
+        }
+        if (pick == UINT32_MAX || e >= x.best)
+            return x.best;
+        uint32_t i = (uint32_t)((base[pick] + d[pick]) & (w->nslots - 1));
+        bool read = e < exact_until;
+        for (uint32_t lane = 0; read && lane < w->lanes; lane++)
+            read = walk_slot(&x, slot_at(w, pick, i, lane), e);
+        if (!read)
+            return x.best < e ? x.best : e;
+        d[pick]++;
+        more[pick] = occupied_from(w, pick, base[pick], &d[pick]);
+    }
+}
+
+uint64_t tw__wheel_next_due(tw_service *s)
+{
+    tw_wheel *w = &s->wheel;
+    for (int attempt = 0;; attempt++) {
+        /* Seq_cst: the window's state before the scan (see hands_full). */
+        uint64_t seq = atomic_load_explicit(&w->step_seq, memory_order_seq_cst);
+        /* Acquire: pairs with hands_full / hands_empty's release. */
+        uint64_t from = atomic_load_explicit(&w->step_from, memory_order_acquire);
+        uint64_t best = UINT64_MAX;
+        /* Exits first, then claims (acquire: with the floor written before
+         * them): a claim counted and its exit not yet is counted as left. */
+        uint64_t out = tw__fired_total(s) + tw__firing_left_total(s);
+        uint64_t in = atomic_load_explicit(&w->claims, memory_order_acquire);
+        if (in > out) /* Acquire: pairs with tw__claim_floor_set. */
+            best = atomic_load_explicit(&w->claim_floor, memory_order_acquire);
+        best = scan_slots(s, from, best);
+        /* Seq_cst: the window's state after it. */
+        if (atomic_load_explicit(&w->step_seq, memory_order_seq_cst) == seq && !(seq & 1))
+            return best;
+        if (attempt == 2)
+            return best < from ? best : from;
+    }
 }
 
 /* ---- the invariant checker (quiescent service) ---------------------------- */

@@ -170,8 +170,7 @@ static void finish_periodic(tw_service *s, tw_record *rec, uint32_t idx,
          * lease release below publishes it. */
         uint64_t next = (st & TW_F_MOVED)
             ? atomic_load_explicit(&rec->deadline, memory_order_relaxed)
-            : tw__next_period_deadline(s, deadline,
-                                       tw__periodic(&s->rec, idx, false)->period);
+            : tw__next_period_deadline(s, deadline, tw__period_of(&s->rec, idx));
         atomic_store_explicit(&rec->deadline, next, memory_order_relaxed);
         tw__lease_publish(s, rec, idx, true, tw__tick_of(s, next));
         return;
@@ -225,6 +224,35 @@ static int claim_run(tw_record *rec, tw_timer h, uint64_t now, uint64_t *st,
     }
 }
 
+/* The inline runner's place in the due list (MANUAL clock, workers = 0):
+ * after each claim it raises the claim floor (wheel.c, tw_next_due) to the
+ * due tick of the next timer in the list still claimed, so a callback that
+ * asks for the next due time hears of the rest of the list exactly, not
+ * of the list's first tick. The list is the drainer's own, and so is this
+ * (thread-local: a callback may advance another service inside). */
+typedef struct inline_list {
+    tw_service *s;
+    const uint64_t *pairs; /* (key, handle) */
+    size_t n, at, next;    /* running pairs[at]; pairs[next] the next claimed */
+} inline_list;
+static _Thread_local inline_list *inline_now;
+
+static void raise_claim_floor(tw_service *s, inline_list *l)
+{
+    size_t j = l->next > l->at + 1 ? l->next : l->at + 1;
+    for (; j < l->n; j++) {
+        tw_timer h = l->pairs[2 * j + 1];
+        tw_record *rec = tw__rec(&s->rec, tw__handle_idx(h));
+        /* Relaxed: a hint; a timer that leaves FIRING later only leaves
+         * the floor lower than it could be. */
+        uint64_t st = rec ? atomic_load_explicit(&rec->state, memory_order_relaxed) : 0;
+        if (tw__gen(st) == tw__handle_gen(h) && tw__st(st) == TW_ST_FIRING)
+            break;
+    }
+    l->next = j;
+    tw__claim_floor_set(s, j < l->n ? tw__due_tick_of_key(s, l->pairs[2 * j]) : UINT64_MAX);
+}
+
 /* Run timer h if it is still FIRING and due by `now` (service time, read
  * at or before the run's start; also its lateness reading). Returns 0 when
  * done with h (run, or gone), else h's deadline, which is after now. */
@@ -235,14 +263,23 @@ static uint64_t run_timer_at(tw_service *s, tw_timer h, uint64_t now)
     uint64_t st, deadline;
     if (!rec)
         return 0;
+    if (!tw__gate_enter(s))
+        return 0; /* stopping while paused: the stop sweep drops it */
     int claim = claim_run(rec, h, now, &st, &deadline);
-    if (claim != CLAIM_OK)
+    if (claim != CLAIM_OK) {
+        tw__gate_leave();
         return claim == CLAIM_EARLY ? deadline : 0;
-    bool periodic = (st & TW_F_PERIODIC) != 0;
-    tw_callback cb = rec->cb;
-    /* Relaxed: ordered after the claim, which acquired the arming. */
-    void *arg = atomic_load_explicit(&rec->arg, memory_order_relaxed);
+    }
+    /* Counted before the gate opens: once tw_pause returns, stats.fired
+     * holds every run that will start before tw_resume (tests/test_pause.c). */
     TW_COUNT(s, fired, 1);
+    tw__gate_leave();
+    if (inline_now && inline_now->s == s)
+        raise_claim_floor(s, inline_now);
+    bool periodic = (st & TW_F_PERIODIC) != 0;
+    /* Relaxed: ordered after the claim, which acquired the arming. */
+    tw_callback cb = atomic_load_explicit(&rec->cb, memory_order_relaxed);
+    void *arg = atomic_load_explicit(&rec->arg, memory_order_relaxed);
     if (periodic)
         TW_COUNT(s, periodic_runs, 1);
     else
@@ -278,8 +315,13 @@ void tw__run_timer(tw_service *s, tw_timer h)
 
 static void run_inline(tw_service *s, const uint64_t *pairs, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
+    inline_list list = {.s = s, .pairs = pairs, .n = n}, *outer = inline_now;
+    inline_now = &list;
+    for (size_t i = 0; i < n; i++) {
+        list.at = i;
         tw__run_timer(s, pairs[2 * i + 1]);
+    }
+    inline_now = outer;
 }
 
 /* Wake one sleeping worker, if any: for a new batch, or to help with one. */
@@ -375,16 +417,23 @@ static uint64_t release_time(const tw_service *s, uint64_t deadline)
     return tw__ceil_div(deadline, q) * q;
 }
 
-/* Sleep until service time t, or until the pool quits (false then). */
+/* Sleep until service time t, or until the pool quits (false then).
+ * While the service is paused, sleep with no timeout: tw_resume bumps
+ * quit_seq (pause.c). */
 static bool wait_until(tw_service *s, uint64_t t)
 {
     tw_pool *p = &s->pool;
     for (;;) {
-        /* Seq_cst: read the word before the quit flag (see top). */
+        /* Seq_cst: read the word before the quit flag and the clock state
+         * (see top, and pause.c). */
         int32_t seq = atomic_load_explicit(&p->quit_seq, memory_order_seq_cst);
         /* Acquire: pairs with tw__pool_quit's release store. */
         if (atomic_load_explicit(&p->quit, memory_order_acquire))
             return false;
+        if (tw__clock_paused(s)) {
+            futex_wait_ns(&p->quit_seq, seq, 0);
+            continue;
+        }
         uint64_t now = tw__clock_read(s) - s->origin;
         if (now >= t)
             return true;
@@ -578,6 +627,7 @@ static void *worker_main(void *arg)
      * slack (50 us by default). Failure only costs slack. */
     (void)prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
     tw_pool *p = &s->pool;
+    tw__gate_bind(&me->starting, &p->quit_seq, &p->quit);
     for (;;) {
         /* Seq_cst: read the word before looking for work (see top). */
         int32_t seq = atomic_load_explicit(&p->work_seq, memory_order_seq_cst);
@@ -625,6 +675,7 @@ int tw__pool_start(tw_service *s, uint32_t nthreads)
         p->worker[i].s = s;
         p->worker[i].idx = i;
         atomic_init(&p->worker[i].cur, NULL);
+        atomic_init(&p->worker[i].starting, 0);
     }
     p->nworkers = nthreads; /* seen by every worker: written before they start */
     for (uint32_t i = 0; i < nthreads; i++) {
@@ -657,8 +708,15 @@ void tw__pool_quit(tw_service *s)
         free(caa_container_of(node, tw_batch, node));
     free(p->threads);
     p->threads = NULL;
-    free(p->worker);
-    p->worker = NULL;
     cds_wfcq_destroy(&p->head, &p->tail);
     cds_wfcq_destroy(&p->spare_head, &p->spare_tail);
+}
+
+/* The workers' lines stay until tw_destroy: tw_pause may look at their
+ * gates while tw_stop runs (pause.c). */
+void tw__pool_fini(tw_service *s)
+{
+    free(s->pool.worker);
+    s->pool.worker = NULL;
+    s->pool.nworkers = 0;
 }

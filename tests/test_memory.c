@@ -82,6 +82,7 @@ static void measure(row *r)
     tw__lanes_override = 0;
 }
 
+#ifndef T_SANITIZED_RSS /* (compared only without a sanitizer) */
 /* README's row for r, or NULL: "| slots | tick | lanes | levels | create
  * KiB | 100k MiB | bytes/timer |". */
 static bool readme_row(const char *readme, const row *r, double *create, double *mib,
@@ -113,6 +114,7 @@ static bool close_enough(double got, double want, double abs_slack)
     double d = got > want ? got - want : want - got;
     return d <= abs_slack || d <= want / 4;
 }
+#endif
 
 static void memory_table_matches_readme(void **state)
 {

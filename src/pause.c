@@ -1,0 +1,184 @@
+/*
+ * pause.c: pausing a MONOTONIC service (tw_pause, tw_resume): the frozen
+ * clock and the runners' gate.
+ *
+ * The clock (clock.c reads it): clock_state holds, while running, the time
+ * spent paused so far, and service time is CLOCK_MONOTONIC minus it; while
+ * paused, TW_CLOCK_PAUSED | the service time at the pause, which tw_now
+ * returns until tw_resume. tw_resume stores the new paused total so that
+ * service time goes on from the frozen value: every deadline (ns since the
+ * origin, on the service clock) keeps the time it had left, and nothing
+ * is caught up on, so periodic timers are not bunched. Both are one CAS on
+ * the word; a second pause or resume finds it done (idempotent).
+ *
+ * What stops while paused: the cursor sees a clock that does not move and
+ * processes no tick (it sleeps on its futex until tw_resume or tw_stop);
+ * a worker waiting for a deadline it claimed ahead sleeps without a
+ * timeout; and no callback starts: every runner (the cursor with
+ * workers = 0, a worker) passes the gate below right before it claims a
+ * timer for its run.
+ *
+ * The gate. Invariant: once tw_pause returns, no runner claims a timer
+ * until tw_resume. A runner raises its own `starting` word (its own cache
+ * line), looks at the clock state, claims, and lowers the word before the
+ * callback's call; tw_pause freezes the clock, then waits until every
+ * runner's word is down. A runner that looked before the freeze has
+ * claimed by then (its callback has started, or is a few instructions
+ * from it: started before tw_pause returned); one that looks after sees
+ * PAUSED, lowers its word and sleeps. This is Dekker's pattern, so each
+ * side needs a store-load fence between its store and its load. The
+ * runner's would be a locked instruction per callback, on the path that
+ * every timer's run takes, for a call made rarely; so the fence is asymmetric:
+ * runners have only a compiler barrier, and tw_pause makes every running
+ * thread of the process execute a full barrier with
+ * membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED), which orders each
+ * runner's store before its load as seen by tw_pause. Where the kernel
+ * lacks it (or a sandbox refuses it), runners fence for real
+ * (tw__gate_heavy). Why not liburcu's membarrier flavour (urcu-memb), which
+ * does this for RCU: a read-side section around each claim costs two
+ * calls into liburcu with its thread-local reader, per callback, and its
+ * grace period waits for every reader in the process, the application's
+ * own included; the gate needs one flag per runner of one service. TSan
+ * sees the gate's words as atomics; what it cannot judge (the fence) is
+ * tested by tests/test_pause.c, which counts starts after tw_pause.
+ */
+#include "internal.h"
+
+#include <linux/membarrier.h>
+#include <limits.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <urcu/futex.h>
+
+_Thread_local tw_gate_tls tw__gate;
+
+/* Decided once per process, before the first MONOTONIC service starts a
+ * thread (tw__gate_setup in tw_create), so every runner reads a settled
+ * value. */
+static bool membarrier_ok;
+static pthread_once_t membarrier_once = PTHREAD_ONCE_INIT;
+
+static void membarrier_register(void)
+{
+    long cmds = syscall(__NR_membarrier, MEMBARRIER_CMD_QUERY, 0);
+    if (cmds < 0 || !(cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED))
+        return;
+    membarrier_ok =
+        syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0) == 0;
+}
+
+void tw__gate_setup(void)
+{
+    pthread_once(&membarrier_once, membarrier_register);
+}
+
+bool tw__gate_heavy(void)
+{
+    return !membarrier_ok;
+}
+
+/* tw_pause's side of the fence: every thread of the process executes a
+ * full barrier before this returns (or, without membarrier, runners fence
+ * themselves and a local fence pairs with theirs). */
+static void fence_all_threads(void)
+{
+    if (!membarrier_ok ||
+        syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0) != 0)
+        atomic_thread_fence(memory_order_seq_cst);
+}
+
+/* Sleep until tw_resume or quit: the futex word and quit flag of the
+ * calling runner (workers: the pool's; the cursor: its own). Returns false
+ * when quitting. */
+static bool gate_wait(tw_service *s)
+{
+    /* Seq_cst: read the word, then the state (tw_resume changes the state,
+     * then bumps the word: no lost wake-up). */
+    int32_t seq = atomic_load_explicit(tw__gate.word, memory_order_seq_cst);
+    /* Acquire: pairs with the quit flag's release store. */
+    if (atomic_load_explicit(tw__gate.quit, memory_order_acquire))
+        return false;
+    if (tw__clock_paused(s))
+        futex_async((int32_t *)tw__gate.word, FUTEX_WAIT, seq, NULL, NULL, 0);
+    return true;
+}
+
+bool tw__gate_enter(tw_service *s)
+{
+    _Atomic uint32_t *g = tw__gate.starting;
+    if (!g || s->cfg.clock != TW_CLOCK_MONOTONIC)
+        return true; /* not a library runner (MANUAL: tw_advance's caller) */
+    for (;;) {
+        /* Relaxed: ordered before the load below by the fence (see top). */
+        atomic_store_explicit(g, 1, memory_order_relaxed);
+        if (tw__gate_heavy())
+            atomic_thread_fence(memory_order_seq_cst);
+        else
+            atomic_signal_fence(memory_order_seq_cst);
+        /* Relaxed: the fence pairing above orders it against tw_pause. */
+        if (!(atomic_load_explicit(&s->clock_state, memory_order_relaxed) & TW_CLOCK_PAUSED))
+            return true;
+        /* Release: tw_pause's acquire load sees us out. */
+        atomic_store_explicit(g, 0, memory_order_release);
+        if (!gate_wait(s))
+            return false;
+    }
+}
+
+void tw__gate_leave(void)
+{
+    /* Release: ends the claim's window for tw_pause (acquire below). */
+    if (tw__gate.starting)
+        atomic_store_explicit(tw__gate.starting, 0, memory_order_release);
+}
+
+void tw__gate_bind(_Atomic uint32_t *starting, _Atomic int32_t *word, _Atomic bool *quit)
+{
+    tw__gate.starting = starting;
+    tw__gate.word = word;
+    tw__gate.quit = quit;
+}
+
+/* Wait until runner word g is down (a runner between its look and its
+ * callback's start: a few instructions, unless it was preempted). */
+static void wait_gate_down(_Atomic uint32_t *g)
+{
+    /* Acquire: pairs with the runner's release store of 0. */
+    for (unsigned spins = 0; atomic_load_explicit(g, memory_order_acquire); spins++) {
+        if (spins < 128)
+            caa_cpu_relax();
+        else
+            sched_yield();
+    }
+}
+
+int tw_pause(tw_service *s)
+{
+    if (!s || s->cfg.clock != TW_CLOCK_MONOTONIC)
+        return TW_EINVAL;
+    tw__clock_pause(s);
+    fence_all_threads();
+    wait_gate_down(&s->cursor_starting);
+    for (uint32_t i = 0; i < s->pool.nworkers; i++)
+        wait_gate_down(&s->pool.worker[i].starting);
+    return TW_OK;
+}
+
+static void wake_word(_Atomic int32_t *word)
+{
+    /* Seq_cst: after the state change (see gate_wait). */
+    atomic_fetch_add_explicit(word, 1, memory_order_seq_cst);
+    futex_async((int32_t *)word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+int tw_resume(tw_service *s)
+{
+    if (!s || s->cfg.clock != TW_CLOCK_MONOTONIC)
+        return TW_EINVAL;
+    if (tw__clock_resume(s)) {
+        wake_word(&s->wake_seq);       /* the cursor, and itself as a runner */
+        wake_word(&s->pool.quit_seq);  /* workers at the gate or waiting for a deadline */
+    }
+    return TW_OK;
+}

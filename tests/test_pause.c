@@ -1,0 +1,580 @@
+/* test_pause.c: tw_pause and tw_resume (issue 15), on MONOTONIC services:
+ * with the worker pool, with workers = 0, with the lookahead (1 ms tick and
+ * a pool) and without it (100 us tick), and idle (tickless). One test per
+ * sentence of the contract in timerwheel.h.
+ *
+ * Real time is involved, so every check is one that cannot fail by the
+ * machine being slow: "nothing started after tw_pause returned" is read
+ * from stats.fired (counted before a run's gate opens, so it is final when
+ * tw_pause returns); "keeps the time it had left" is checked in service
+ * time and as a lower bound in real time; CPU use while paused is compared
+ * with a generous ceiling. */
+#include "tw_test.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+static int setup(void **state)
+{
+    (void)state;
+    t_reset_cb_errors();
+    return 0;
+}
+
+static uint64_t mono(void)
+{
+    return tw__clock_monotonic();
+}
+
+static uint64_t cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * T_S + (uint64_t)ts.tv_nsec;
+}
+
+static tw_service *monotonic(uint32_t workers, uint64_t tick)
+{
+    tw_config cfg;
+    tw_config_init(&cfg);
+    cfg.workers = workers;
+    cfg.tick_ns = tick;
+    return t_service_cfg(&cfg);
+}
+
+static uint64_t fired(tw_service *s)
+{
+    tw_stats st;
+    tw_stats_get(s, &st);
+    return st.fired;
+}
+
+/* A timer that records when it ran, on both clocks. */
+typedef struct ran {
+    tw_service *s;
+    uint64_t deadline;          /* service time */
+    _Atomic uint64_t at_service;
+    _Atomic uint64_t at_mono;
+    _Atomic int runs;
+} ran;
+
+static _Atomic uint64_t callback_ns; /* how long each on_ran takes */
+
+static void on_ran(tw_timer t, void *arg)
+{
+    (void)t;
+    ran *r = arg;
+    uint64_t now = tw_now(r->s);
+    if (atomic_load(&callback_ns))
+        t_sleep_ns(atomic_load(&callback_ns));
+    atomic_store(&r->at_mono, mono());
+    atomic_store(&r->at_service, now);
+    atomic_fetch_add(&r->runs, 1);
+}
+
+static void wait_runs(ran *r, int n, uint64_t limit_ns)
+{
+    uint64_t end = mono() + limit_ns;
+    while (atomic_load(&r->runs) < n && mono() < end)
+        t_sleep_ns(T_MS);
+}
+
+/* ---- arguments ------------------------------------------------------------ */
+
+static void manual_and_null_are_einval(void **state)
+{
+    (void)state;
+    ASSERT_RC(tw_pause(NULL), TW_EINVAL);
+    ASSERT_RC(tw_resume(NULL), TW_EINVAL);
+    tw_service *s = t_default();
+    ASSERT_RC(tw_pause(s), TW_EINVAL);
+    ASSERT_RC(tw_resume(s), TW_EINVAL);
+    tw_destroy(s);
+}
+
+/* ---- the clock -------------------------------------------------------------- */
+
+/* "tw_now(s) stays at the pause instant until tw_resume"; idempotent. */
+static void now_stays_at_the_pause_instant(void **state)
+{
+    (void)state;
+    tw_service *s = monotonic(1, T_MS);
+    uint64_t before = tw_now(s);
+    ASSERT_RC(tw_pause(s), TW_OK);
+    uint64_t frozen = tw_now(s);
+    assert_true(frozen >= before);
+    t_sleep_ns(30 * T_MS);
+    assert_true(tw_now(s) == frozen);
+    ASSERT_RC(tw_pause(s), TW_OK); /* idempotent: the instant stays */
+    t_sleep_ns(10 * T_MS);
+    assert_true(tw_now(s) == frozen);
+    ASSERT_RC(tw_resume(s), TW_OK);
+    uint64_t after = tw_now(s);
+    assert_true(after >= frozen); /* it goes on from where it stopped */
+    assert_true(after - frozen < 20 * T_MS); /* ... not from CLOCK_MONOTONIC */
+    ASSERT_RC(tw_resume(s), TW_OK); /* idempotent */
+    assert_true(tw_now(s) >= after);
+    tw_destroy(s);
+}
+
+/* "tw_now of a MONOTONIC service is CLOCK_MONOTONIC minus the total time
+ * spent paused" */
+static void now_is_monotonic_minus_time_paused(void **state)
+{
+    (void)state;
+    tw_service *s = monotonic(0, T_MS);
+    uint64_t lo = 0, hi = 0;
+    for (int round = 0; round < 3; round++) {
+        uint64_t m0 = mono();
+        ASSERT_RC(tw_pause(s), TW_OK);
+        uint64_t m1 = mono();
+        t_sleep_ns(15 * T_MS);
+        uint64_t m2 = mono();
+        ASSERT_RC(tw_resume(s), TW_OK);
+        uint64_t m3 = mono();
+        lo += m2 - m1; /* surely paused between these */
+        hi += m3 - m0; /* at most between these */
+    }
+    uint64_t now = tw_now(s), m = mono();
+    uint64_t gap = m - now; /* the total paused, plus the read's own delay */
+    if (gap < lo || gap > hi + 5 * T_MS)
+        fail_msg("CLOCK_MONOTONIC - tw_now = %" PRIu64 " ns; paused between %" PRIu64
+                 " and %" PRIu64 " ns", gap, lo, hi);
+    tw_destroy(s);
+}
+
+/* ---- nothing starts while paused ------------------------------------------ */
+
+/* "once it returns, no callback starts": timers spread over the next 20
+ * ms, paused in the middle of them; the runs counted when tw_pause returns
+ * are all there are until tw_resume; afterwards every timer runs, never
+ * early in service time. */
+static void no_callback_starts_after_pause_returns(uint32_t workers, uint64_t tick,
+                                                   uint64_t spread, uint64_t cb_ns)
+{
+    enum { N = 400 };
+    tw_service *s = monotonic(workers, tick);
+    ran *v = calloc(N, sizeof *v);
+    assert_non_null(v);
+    atomic_store(&callback_ns, cb_ns);
+    for (int i = 0; i < N; i++) {
+        v[i].s = s;
+        uint64_t delay = (uint64_t)i * spread / N;
+        v[i].deadline = tw_now(s) + delay;
+        ASSERT_RC(tw_schedule(s, delay, on_ran, &v[i], NULL), TW_OK);
+    }
+    t_sleep_ns(10 * T_MS);
+    ASSERT_RC(tw_pause(s), TW_OK);
+    uint64_t at_pause = fired(s), frozen = tw_now(s);
+    t_sleep_ns(60 * T_MS); /* three times the timers' spread */
+    uint64_t later = fired(s);
+    if (later != at_pause)
+        fail_msg("workers %u tick %" PRIu64 ": %" PRIu64 " runs started while paused",
+                 workers, tick, later - at_pause);
+    assert_true(at_pause < N); /* paused before the last deadline */
+    ASSERT_RC(tw_resume(s), TW_OK);
+    for (int i = 0; i < N; i++)
+        wait_runs(&v[i], 1, 10 * T_S);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(atomic_load(&v[i].runs), 1);
+        if (atomic_load(&v[i].at_service) < v[i].deadline)
+            fail_msg("timer %d ran at %" PRIu64 ", before its deadline %" PRIu64, i,
+                     atomic_load(&v[i].at_service), v[i].deadline);
+        /* one that was not due at the pause ran after it, in service time */
+        if (v[i].deadline > frozen)
+            assert_true(atomic_load(&v[i].at_service) >= frozen);
+    }
+    atomic_store(&callback_ns, 0);
+    free(v);
+    tw_destroy(s);
+}
+
+/* Timers spread over 20 ms, and quick callbacks: the pause finds some due
+ * in the wheel, some claimed ahead (the lookahead), some in batches. */
+static void no_start_while_paused_pool_lookahead(void **state)
+{
+    (void)state;
+    no_callback_starts_after_pause_returns(2, T_MS, 20 * T_MS, 0);
+}
+
+static void no_start_while_paused_pool_no_lookahead(void **state)
+{
+    (void)state;
+    no_callback_starts_after_pause_returns(3, 100 * T_US, 20 * T_MS, 0);
+}
+
+static void no_start_while_paused_cursor_runs_callbacks(void **state)
+{
+    (void)state;
+    no_callback_starts_after_pause_returns(0, T_MS, 20 * T_MS, 0);
+}
+
+/* All due within 2 ms, callbacks of 100 us: at the pause a backlog of due
+ * timers is claimed and queued, which only the runners' gate holds back
+ * (the frozen clock does not: they are due). */
+static void no_start_while_paused_backlog_pool(void **state)
+{
+    (void)state;
+    no_callback_starts_after_pause_returns(2, T_MS, 2 * T_MS, 100 * T_US);
+}
+
+static void no_start_while_paused_backlog_workers_0(void **state)
+{
+    (void)state;
+    no_callback_starts_after_pause_returns(0, T_MS, 2 * T_MS, 100 * T_US);
+}
+
+/* ---- pending timers keep the time they had left ---------------------------- */
+
+static void pending_timers_keep_their_time_left(uint32_t workers)
+{
+    tw_service *s = monotonic(workers, T_MS);
+    ran r = {.s = s};
+    r.deadline = tw_now(s) + 80 * T_MS;
+    ASSERT_RC(tw_schedule(s, 80 * T_MS, on_ran, &r, NULL), TW_OK);
+    t_sleep_ns(20 * T_MS);
+    ASSERT_RC(tw_pause(s), TW_OK);
+    uint64_t frozen = tw_now(s);
+    assert_true(frozen < r.deadline); /* else the machine stalled 60 ms: say so */
+    t_sleep_ns(150 * T_MS); /* past the deadline in real time */
+    assert_int_equal(atomic_load(&r.runs), 0);
+    uint64_t resumed = mono();
+    ASSERT_RC(tw_resume(s), TW_OK);
+    wait_runs(&r, 1, 10 * T_S);
+    assert_int_equal(atomic_load(&r.runs), 1);
+    assert_true(atomic_load(&r.at_service) >= r.deadline);
+    /* in real time: no sooner than the time it had left after the resume */
+    uint64_t left = r.deadline - frozen;
+    if (atomic_load(&r.at_mono) < resumed + left)
+        fail_msg("ran %" PRIu64 " ns after tw_resume, had %" PRIu64 " ns left",
+                 atomic_load(&r.at_mono) - resumed, left);
+    tw_destroy(s);
+}
+
+static void keep_time_left_pool(void **state)
+{
+    (void)state;
+    pending_timers_keep_their_time_left(2);
+}
+
+static void keep_time_left_workers_0(void **state)
+{
+    (void)state;
+    pending_timers_keep_their_time_left(0);
+}
+
+/* "Scheduling, rescheduling and cancelling keep working meanwhile (delays
+ * count from the frozen clock)" */
+typedef struct seen {
+    tw_timer h;
+    uint64_t deadline;
+} seen;
+
+static void find_deadline(const tw_timer_info *info, void *ctx)
+{
+    seen *x = ctx;
+    if (info->timer == x->h)
+        x->deadline = info->deadline_ns;
+}
+
+static void calls_work_while_paused(void **state)
+{
+    (void)state;
+    tw_service *s = monotonic(2, T_MS);
+    ASSERT_RC(tw_pause(s), TW_OK);
+    uint64_t frozen = tw_now(s);
+    ran a = {.s = s}, b = {.s = s}, c = {.s = s};
+    tw_timer ha, hb, hc;
+    a.deadline = frozen + 30 * T_MS;
+    ASSERT_RC(tw_schedule(s, 30 * T_MS, on_ran, &a, &ha), TW_OK);
+    ASSERT_RC(tw_schedule(s, 5 * T_MS, on_ran, &b, &hb), TW_OK);
+    ASSERT_RC(tw_schedule_at(s, frozen + 40 * T_MS, on_ran, &c, &hc), TW_OK);
+    t_sleep_ns(10 * T_MS);
+    seen x = {.h = ha};
+    tw_foreach_pending(s, find_deadline, &x);
+    assert_true(x.deadline == frozen + 30 * T_MS); /* from the frozen clock */
+    ASSERT_RC(tw_reschedule(s, hb, 50 * T_MS), TW_OK);
+    b.deadline = frozen + 50 * T_MS;
+    x.h = hb;
+    tw_foreach_pending(s, find_deadline, &x);
+    assert_true(x.deadline == frozen + 50 * T_MS);
+    ASSERT_RC(tw_cancel(s, hc), TW_OK);
+    t_sleep_ns(60 * T_MS);
+    assert_int_equal(atomic_load(&a.runs) + atomic_load(&b.runs), 0);
+    ASSERT_RC(tw_resume(s), TW_OK);
+    wait_runs(&a, 1, 10 * T_S);
+    wait_runs(&b, 1, 10 * T_S);
+    assert_int_equal(atomic_load(&a.runs), 1);
+    assert_int_equal(atomic_load(&b.runs), 1);
+    assert_true(atomic_load(&a.at_service) >= a.deadline);
+    assert_true(atomic_load(&b.at_service) >= b.deadline);
+    t_sleep_ns(50 * T_MS);
+    assert_int_equal(atomic_load(&c.runs), 0); /* cancelled while paused */
+    tw_destroy(s);
+}
+
+/* ---- periodic timers: no bunching after a resume ---------------------------- */
+
+typedef struct ticker {
+    _Atomic int runs;
+} ticker;
+
+static void on_tick(tw_timer t, void *arg)
+{
+    (void)t;
+    ticker *k = arg;
+    atomic_fetch_add(&k->runs, 1);
+}
+
+static void resumed_periodic_timers_are_not_bunched(uint32_t workers)
+{
+    tw_service *s = monotonic(workers, T_MS);
+    ticker k = {0};
+    ASSERT_RC(tw_schedule_every(s, 10 * T_MS, 10 * T_MS, on_tick, &k, NULL), TW_OK);
+    t_sleep_ns(55 * T_MS);
+    ASSERT_RC(tw_pause(s), TW_OK);
+    int before = atomic_load(&k.runs);
+    t_sleep_ns(300 * T_MS); /* 30 periods */
+    assert_int_equal(atomic_load(&k.runs), before);
+    uint64_t r0 = mono();
+    ASSERT_RC(tw_resume(s), TW_OK);
+    t_sleep_ns(50 * T_MS);
+    int after = atomic_load(&k.runs) - before;
+    uint64_t span = mono() - r0;
+    /* a bunch would be up to 30 runs at once; without one, about span / 10 ms */
+    if ((uint64_t)after > span / (10 * T_MS) + 2)
+        fail_msg("%d runs in %" PRIu64 " ms after tw_resume", after, (uint64_t)(span / T_MS));
+    tw_destroy(s);
+}
+
+static void periodic_not_bunched_pool(void **state)
+{
+    (void)state;
+    resumed_periodic_timers_are_not_bunched(2);
+}
+
+static void periodic_not_bunched_workers_0(void **state)
+{
+    (void)state;
+    resumed_periodic_timers_are_not_bunched(0);
+}
+
+/* ---- a paused service burns no CPU ------------------------------------------- */
+
+/* Due timers held back (claimed ahead by the cursor with the lookahead, in
+ * workers' batches), a periodic timer of a tick, and the tickless idle
+ * path: while paused, the process's threads sleep. The ceiling is loose
+ * (a spinning thread would burn the whole 300 ms). */
+static void paused_service_burns_no_cpu(uint32_t workers, uint64_t tick)
+{
+    tw_service *s = monotonic(workers, tick);
+    for (int i = 0; i < 1000; i++)
+        ASSERT_RC(tw_schedule(s, 5 * T_MS + (uint64_t)i * 10 * T_US, t_noop, NULL, NULL),
+                  TW_OK);
+    ASSERT_RC(tw_schedule_every(s, tick, tick, t_noop, NULL, NULL), TW_OK);
+    ASSERT_RC(tw_schedule(s, 3600 * T_S, t_noop, NULL, NULL), TW_OK);
+    t_sleep_ns(8 * T_MS); /* some due, some claimed, some waiting */
+    ASSERT_RC(tw_pause(s), TW_OK);
+    t_sleep_ns(20 * T_MS); /* let every thread reach its sleep */
+    uint64_t c0 = cpu_ns(), m0 = mono();
+    t_sleep_ns(300 * T_MS);
+    uint64_t used = cpu_ns() - c0, wall = mono() - m0;
+    if (used > wall / 20)
+        fail_msg("workers %u tick %" PRIu64 ": %" PRIu64 " us of CPU in %" PRIu64
+                 " us paused", workers, tick, used / 1000, wall / 1000);
+    ASSERT_RC(tw_resume(s), TW_OK);
+    tw_destroy(s);
+}
+
+static void no_cpu_paused_pool_lookahead(void **state)
+{
+    (void)state;
+    paused_service_burns_no_cpu(2, T_MS);
+}
+
+static void no_cpu_paused_pool_short_tick(void **state)
+{
+    (void)state;
+    paused_service_burns_no_cpu(2, 100 * T_US);
+}
+
+static void no_cpu_paused_workers_0(void **state)
+{
+    (void)state;
+    paused_service_burns_no_cpu(0, T_MS);
+}
+
+/* ---- from callbacks, without waiting for running callbacks ------------------ */
+
+typedef struct blocker {
+    tw_service *s;
+    _Atomic int entered;
+    _Atomic int release;
+    _Atomic int pause_rc;
+} blocker;
+
+static void block_until_released(tw_timer t, void *arg)
+{
+    (void)t;
+    blocker *b = arg;
+    atomic_store(&b->entered, 1);
+    while (!atomic_load(&b->release))
+        t_sleep_ns(100 * T_US);
+}
+
+static void on_alarm(int sig)
+{
+    (void)sig;
+    static const char msg[] = "test_pause: tw_pause waited for a running callback\n";
+    if (write(2, msg, sizeof msg - 1) < 0) {
+    }
+    _exit(2);
+}
+
+/* "tw_pause does not wait for running callbacks": a callback blocks until
+ * the test releases it after tw_pause returned (a wait would hang: the
+ * alarm ends the test). */
+static void pause_does_not_wait_for_running_callbacks(void **state)
+{
+    (void)state;
+    tw_service *s = monotonic(2, T_MS);
+    blocker b = {.s = s};
+    ASSERT_RC(tw_schedule(s, T_MS, block_until_released, &b, NULL), TW_OK);
+    while (!atomic_load(&b.entered))
+        t_sleep_ns(T_MS);
+    signal(SIGALRM, on_alarm);
+    alarm(20);
+    ASSERT_RC(tw_pause(s), TW_OK);
+    alarm(0);
+    atomic_store(&b.release, 1);
+    ASSERT_RC(tw_resume(s), TW_OK);
+    tw_destroy(s);
+}
+
+static void pause_from_callback(tw_timer t, void *arg)
+{
+    (void)t;
+    blocker *b = arg;
+    atomic_store(&b->pause_rc, tw_pause(b->s));
+    atomic_store(&b->entered, 1);
+}
+
+/* "callable from any thread and from callbacks": a callback pauses its own
+ * service; nothing else starts until the test resumes it. */
+static void pause_and_resume_from_callbacks(uint32_t workers)
+{
+    tw_service *s = monotonic(workers, T_MS);
+    blocker b = {.s = s};
+    atomic_store(&b.pause_rc, 99);
+    ASSERT_RC(tw_schedule(s, 5 * T_MS, pause_from_callback, &b, NULL), TW_OK);
+    ran later = {.s = s};
+    ASSERT_RC(tw_schedule(s, 15 * T_MS, on_ran, &later, NULL), TW_OK);
+    signal(SIGALRM, on_alarm);
+    alarm(20);
+    while (!atomic_load(&b.entered))
+        t_sleep_ns(T_MS);
+    alarm(0);
+    ASSERT_RC(atomic_load(&b.pause_rc), TW_OK);
+    t_sleep_ns(60 * T_MS);
+    assert_int_equal(atomic_load(&later.runs), 0);
+    ASSERT_RC(tw_resume(s), TW_OK);
+    wait_runs(&later, 1, 10 * T_S);
+    assert_int_equal(atomic_load(&later.runs), 1);
+    tw_destroy(s);
+}
+
+static void from_callbacks_pool(void **state)
+{
+    (void)state;
+    pause_and_resume_from_callbacks(2);
+}
+
+static void from_callbacks_workers_0(void **state)
+{
+    (void)state;
+    pause_and_resume_from_callbacks(0);
+}
+
+/* ---- tw_stop on a paused service --------------------------------------------- */
+
+static _Atomic int dropped;
+
+static void count_dropped(tw_timer t, void *arg)
+{
+    (void)t;
+    (void)arg;
+    atomic_fetch_add(&dropped, 1);
+}
+
+static void stop_works_on_a_paused_service(uint32_t workers, uint64_t tick)
+{
+    tw_service *s = monotonic(workers, tick);
+    enum { N = 300 };
+    for (int i = 0; i < N; i++)
+        ASSERT_RC(tw_schedule(s, (uint64_t)i * 20 * T_US, t_noop, NULL, NULL), TW_OK);
+    ASSERT_RC(tw_schedule_every(s, T_MS, T_MS, t_noop, NULL, NULL), TW_OK);
+    t_sleep_ns(3 * T_MS); /* some ran, some claimed, some in the wheel */
+    ASSERT_RC(tw_pause(s), TW_OK);
+    uint64_t ran_before = fired(s);
+    atomic_store(&dropped, 0);
+    signal(SIGALRM, on_alarm);
+    alarm(20);
+    ASSERT_RC(tw_stop(s, count_dropped), TW_OK);
+    alarm(0);
+    tw_stats st;
+    tw_stats_get(s, &st);
+    assert_true(st.fired == ran_before); /* nothing started after the pause */
+    assert_true(st.pending == 0);
+    /* the rest was handed to on_pending, the periodic timer among them */
+    assert_true(st.dropped == (uint64_t)atomic_load(&dropped));
+    assert_true(st.dropped >= 1);
+    assert_true(st.scheduled == N + 1);
+    /* pause and resume still move tw_now after the stop */
+    ASSERT_RC(tw_resume(s), TW_OK);
+    ASSERT_RC(tw_pause(s), TW_OK);
+    uint64_t f = tw_now(s);
+    t_sleep_ns(5 * T_MS);
+    assert_true(tw_now(s) == f);
+    tw_destroy(s);
+}
+
+static void stop_paused_pool(void **state)
+{
+    (void)state;
+    stop_works_on_a_paused_service(2, T_MS);
+}
+
+static void stop_paused_workers_0(void **state)
+{
+    (void)state;
+    stop_works_on_a_paused_service(0, 100 * T_US);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup(manual_and_null_are_einval, setup),
+        cmocka_unit_test_setup(now_stays_at_the_pause_instant, setup),
+        cmocka_unit_test_setup(now_is_monotonic_minus_time_paused, setup),
+        cmocka_unit_test_setup(no_start_while_paused_pool_lookahead, setup),
+        cmocka_unit_test_setup(no_start_while_paused_pool_no_lookahead, setup),
+        cmocka_unit_test_setup(no_start_while_paused_cursor_runs_callbacks, setup),
+        cmocka_unit_test_setup(no_start_while_paused_backlog_pool, setup),
+        cmocka_unit_test_setup(no_start_while_paused_backlog_workers_0, setup),
+        cmocka_unit_test_setup(keep_time_left_pool, setup),
+        cmocka_unit_test_setup(keep_time_left_workers_0, setup),
+        cmocka_unit_test_setup(calls_work_while_paused, setup),
+        cmocka_unit_test_setup(periodic_not_bunched_pool, setup),
+        cmocka_unit_test_setup(periodic_not_bunched_workers_0, setup),
+        cmocka_unit_test_setup(no_cpu_paused_pool_lookahead, setup),
+        cmocka_unit_test_setup(no_cpu_paused_pool_short_tick, setup),
+        cmocka_unit_test_setup(no_cpu_paused_workers_0, setup),
+        cmocka_unit_test_setup(pause_does_not_wait_for_running_callbacks, setup),
+        cmocka_unit_test_setup(from_callbacks_pool, setup),
+        cmocka_unit_test_setup(from_callbacks_workers_0, setup),
+        cmocka_unit_test_setup(stop_paused_pool, setup),
+        cmocka_unit_test_setup(stop_paused_workers_0, setup),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
