@@ -163,10 +163,13 @@ typedef struct tw_config {
 typedef struct tw_stats {
     uint64_t pending;        /* armed and not yet started, cancelled or dropped
                                 (periodic: until cancelled or dropped) */
-    uint64_t scheduled;      /* successful tw_schedule + tw_schedule_every */
+    uint64_t scheduled;      /* timers armed: successful tw_schedule,
+                                tw_schedule_every, tw_schedule_at, and each
+                                timer tw_schedule_many armed */
     uint64_t fired;          /* callback runs started */
-    uint64_t cancelled;      /* successful tw_cancel + tw_cancel_sync */
-    uint64_t rescheduled;    /* successful tw_reschedule */
+    uint64_t cancelled;      /* successful tw_cancel, tw_cancel_sync, and each
+                                TW_OK of tw_cancel_many */
+    uint64_t rescheduled;    /* successful tw_reschedule + tw_reschedule_at */
     uint64_t dropped;        /* timers handed to on_pending by tw_stop */
     uint64_t ticks;          /* ticks the cursor has processed */
     uint64_t overflowed;     /* slot placements beyond a slot's fixed array,
@@ -285,10 +288,10 @@ TW_API int tw_cancel_sync(tw_service *s, tw_timer t);
  * result in rcs[i] when rcs is not NULL, and returns how many returned
  * TW_OK; TW_EINVAL for s NULL or (n > 0 and handles NULL). Lock-free as
  * their single forms.
- * Also: tw_schedule_many answers TW_EINVAL (nothing armed) for s or cb NULL,
- * delays_ns NULL with n > 0, or n > INT_MAX; out may be NULL (handles not
- * stored); n == 0 returns 0. tw_cancel_many answers TW_EINVAL for
- * n > INT_MAX too.
+ * Also: tw_schedule_many answers TW_EINVAL (nothing armed) for s or cb NULL
+ * (whatever n), delays_ns NULL with n > 0, or n > INT_MAX; out may be NULL
+ * (handles not stored); otherwise n == 0 returns 0. tw_cancel_many answers
+ * TW_EINVAL for n > INT_MAX too.
  *
  *     uint64_t d[16]; void *a[16]; tw_timer h[16];  // filled by the caller
  *     int armed = tw_schedule_many(s, 16, d, on_timeout, a, h);

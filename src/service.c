@@ -33,6 +33,7 @@
 #include "internal.h"
 
 #include <limits.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -1072,46 +1073,61 @@ uint64_t tw_now(const tw_service *s)
 
 /* ---- introspection ----------------------------------------------------------- */
 
-/* Record idx's timer, if it is pending: a one-shot PENDING (a move may be
- * under way) or FIRING; a periodic timer in any of those, or RUNNING and
- * not cancelled. The fields are read between two loads of the state word
- * (the seqlock pattern): cb, arg and the period are written once per
- * arming, before the state that publishes it, and a generation changes
- * when the record is freed; so if both loads show one live generation,
- * what was read belongs to that timer. The deadline word may be a move's
- * old or new value, both true at some instant of the call. */
+/* Record idx's timer, if it is pending: a one-shot PENDING or FIRING; a
+ * periodic timer in any of those, or RUNNING and not cancelled. The fields
+ * are read between two loads of the state word (the seqlock pattern): cb,
+ * arg and the period are written once per arming, before the state that
+ * publishes it; the deadline word changes only under a lease, whose taking
+ * and release both change the word (flag, version). So if both loads show
+ * the same word, with no lease held, every field read belongs to that
+ * state. A lease is held for a few instructions (a move, a periodic
+ * re-arm): we look again until it is released; a word that changed is
+ * looked at afresh. */
 static bool pending_info(tw_service *s, uint32_t idx, tw_timer_info *info)
 {
     tw_record *rec = tw__rec(&s->rec, idx);
     if (!rec)
         return false;
-    /* Acquire: the arming that published cb, arg, the period. */
+    /* Acquire: the arming that published cb, arg, the period, and the
+     * lease release that published the deadline. */
     uint64_t st = atomic_load_explicit(&rec->state, memory_order_acquire);
-    uint32_t kind = tw__st(st);
-    bool periodic = (st & TW_F_PERIODIC) != 0;
-    bool live = kind == TW_ST_PENDING || kind == TW_ST_FIRING ||
-                (kind == TW_ST_RUNNING && periodic && !(st & TW_F_CANCELREQ));
-    if (!live)
-        return false;
-    /* Relaxed, all four: ordered by the acquire above and the fence below. */
-    info->cb = atomic_load_explicit(&rec->cb, memory_order_relaxed);
-    info->arg = atomic_load_explicit(&rec->arg, memory_order_relaxed);
-    uint64_t deadline = atomic_load_explicit(&rec->deadline, memory_order_relaxed);
-    info->period_ns = periodic ? tw__period_of(&s->rec, idx) : 0;
-    /* Acquire fence, then the state again: if it still shows this live
-     * generation, nothing read above belongs to a later arming. */
-    atomic_thread_fence(memory_order_acquire);
-    uint64_t again = atomic_load_explicit(&rec->state, memory_order_relaxed);
-    if (tw__gen(again) != tw__gen(st) || tw__st(again) == TW_ST_FREE ||
-        tw__st(again) == TW_ST_ZOMBIE)
-        return false; /* ended during the call: reported at most once (here: not) */
-    /* A run in progress: the next run is where a reschedule moved it, or
-     * the next on the grid (a run that overruns may skip it later). */
-    if (kind == TW_ST_RUNNING && !(st & TW_F_MOVED))
-        deadline += info->period_ns;
-    info->timer = tw__handle(tw__gen(st), idx);
-    info->deadline_ns = s->origin + deadline;
-    return true;
+    for (unsigned spins = 0;; spins++) {
+        uint32_t kind = tw__st(st);
+        bool periodic = (st & TW_F_PERIODIC) != 0;
+        bool live = kind == TW_ST_PENDING || kind == TW_ST_FIRING ||
+                    (kind == TW_ST_RUNNING && periodic && !(st & TW_F_CANCELREQ));
+        if (!live)
+            return false; /* ended (before, or during the call: not reported) */
+        if (!(st & TW_F_LEASE)) {
+            /* Relaxed, all four: ordered by the acquire above and the
+             * fence below. */
+            info->cb = atomic_load_explicit(&rec->cb, memory_order_relaxed);
+            info->arg = atomic_load_explicit(&rec->arg, memory_order_relaxed);
+            uint64_t deadline = atomic_load_explicit(&rec->deadline, memory_order_relaxed);
+            info->period_ns = periodic ? tw__period_of(&s->rec, idx) : 0;
+            /* Acquire fence, then the word again (seqlock). */
+            atomic_thread_fence(memory_order_acquire);
+            uint64_t again = atomic_load_explicit(&rec->state, memory_order_relaxed);
+            if (again == st) {
+                /* A run in progress: the next run is where a reschedule
+                 * moved it (MOVED), else the next on its grid (a run that
+                 * overruns may skip it later). */
+                if (kind == TW_ST_RUNNING && !(st & TW_F_MOVED))
+                    deadline += info->period_ns;
+                info->timer = tw__handle(tw__gen(st), idx);
+                info->deadline_ns = s->origin + deadline;
+                return true;
+            }
+            st = again;
+            continue;
+        }
+        if (spins < 64)
+            caa_cpu_relax();
+        else
+            sched_yield(); /* the holder was preempted: let it run */
+        /* Acquire: as above. */
+        st = atomic_load_explicit(&rec->state, memory_order_acquire);
+    }
 }
 
 size_t tw_foreach_pending(tw_service *s, void (*fn)(const tw_timer_info *info, void *ctx),
