@@ -37,7 +37,11 @@
  * Progress. tw_schedule, tw_schedule_every, tw_schedule_at, tw_schedule_many,
  * tw_reschedule, tw_reschedule_at, tw_cancel, tw_cancel_many and tw_next_due
  * take no lock and never wait: a thread stopped half-way through one of them
- * blocks neither other callers nor the cursor. tw_cancel_sync, tw_stop and
+ * blocks neither other callers nor the cursor. tw_wake_fd, tw_now,
+ * tw_stats_get and tw_resume take no lock either; tw_pause and
+ * tw_foreach_pending take none but may wait a few instructions for another
+ * thread (a runner about to start a callback; a move of the timer being
+ * looked at). tw_cancel_sync, tw_stop and
  * tw_destroy may wait (for running callbacks); tw_advance serialises with
  * other tw_advance calls on the same service. A wait that would close a
  * cycle (a callback waits for another callback, which waits, through any
@@ -48,7 +52,9 @@
  * a busy one has not started.
  *
  * Ordering. A callback sees every write the scheduling thread made before
- * tw_schedule / tw_schedule_every / tw_reschedule returned TW_OK for it.
+ * the call that armed or moved it (tw_schedule, tw_schedule_every,
+ * tw_schedule_at, tw_schedule_many, tw_reschedule, tw_reschedule_at)
+ * returned: TW_OK, or for tw_schedule_many a count that includes it.
  * tw_cancel_sync returning means every write of the timer's callback runs is
  * visible to the caller. on_pending (tw_stop) sees every write made before
  * the timer was scheduled.
@@ -115,7 +121,8 @@ typedef uint64_t tw_timer;
  * thread, or (MANUAL clock) inside tw_advance. `timer` is the handle that
  * tw_schedule returned; `arg` is the argument given to it. A callback may
  * call every function of this API on the same service except tw_advance,
- * tw_stop, tw_destroy and tw_cancel_sync of its own timer. */
+ * tw_stop, tw_destroy and tw_cancel_sync of its own timer (and
+ * tw_foreach_pending, which calls nothing from there and returns 0). */
 typedef void (*tw_callback)(tw_timer timer, void *arg);
 
 enum {                    /* every int-returning call: 0 or one of these (all < 0) */
@@ -149,9 +156,10 @@ typedef struct tw_config {
                                 0 = callbacks run on the cursor thread */
     uint64_t max_timers;     /* cap on pending timers (armed, and not yet
                                 started, cancelled or dropped), 0 .. 2^31 - 1;
-                                0 = memory is the limit. Past it tw_schedule
-                                and tw_schedule_every answer TW_EAGAIN, only
-                                when max_timers timers are pending. A one-shot
+                                0 = memory is the limit. Past it the arming
+                                calls (tw_schedule, _every, _at, _many)
+                                answer TW_EAGAIN, only when max_timers
+                                timers are pending. A one-shot
                                 stops counting when its callback starts (that
                                 callback can arm a replacement); a periodic
                                 timer counts until cancelled or dropped. The
@@ -288,9 +296,13 @@ TW_API int tw_cancel_sync(tw_service *s, tw_timer t);
  * result in rcs[i] when rcs is not NULL, and returns how many returned
  * TW_OK; TW_EINVAL for s NULL or (n > 0 and handles NULL). Lock-free as
  * their single forms.
- * Also: tw_schedule_many answers TW_EINVAL (nothing armed) for s or cb NULL
- * (whatever n), delays_ns NULL with n > 0, or n > INT_MAX; out may be NULL
- * (handles not stored); otherwise n == 0 returns 0. tw_cancel_many answers
+ * Also: tw_schedule_many answers TW_EINVAL (nothing armed, out untouched)
+ * for s or cb NULL (whatever n), delays_ns NULL with n > 0, or n > INT_MAX;
+ * out may be NULL (handles not stored); otherwise n == 0 returns 0. When
+ * the first element fails, out[0..n) are 0. As tw_schedule, out[i] holds
+ * timer i's handle before its callback can run. "Calling again returns
+ * that error" holds for errors that last (TW_ERANGE, TW_ESHUTDOWN); a
+ * TW_EAGAIN or TW_ENOMEM may have cleared by then. tw_cancel_many answers
  * TW_EINVAL for n > INT_MAX too.
  *
  *     uint64_t d[16]; void *a[16]; tw_timer h[16];  // filled by the caller
@@ -352,7 +364,11 @@ TW_API uint64_t tw_next_due(tw_service *s);
  * make the next due time earlier than the loop knows.
  * It is an eventfd (non-blocking, close-on-exec): read it only through
  * tw_next_due. Made on the first call; if tw_next_due was called before,
- * it starts readable (the loop then asks again). NULL s: TW_EINVAL. */
+ * it starts readable (the loop then asks again). TW_ENOMEM: the kernel had
+ * no memory for it; TW_EAGAIN: the process or system is out of file
+ * descriptors; a later call tries again. NULL s: TW_EINVAL. It serves one
+ * loop: a tw_next_due from another thread clears it too and sets what
+ * "the loop knows" to its own answer. */
 TW_API int tw_wake_fd(tw_service *s);
 
 /* Pause and resume (MONOTONIC only; TW_EINVAL on MANUAL). tw_pause freezes
@@ -367,7 +383,8 @@ TW_API int tw_wake_fd(tw_service *s);
  * Also: a paused service's threads sleep (no CPU); tw_pause waits only for
  * a runner that is between its last look at the clock and a callback's
  * start (a few instructions). A timer that was due and not started when
- * the pause began starts after tw_resume, as late as it was. After tw_stop
+ * the pause began starts after tw_resume, as late on the service's clock
+ * as it was (later in real time by the time paused). After tw_stop
  * both still freeze and restart tw_now. Returns TW_OK; TW_EINVAL (s NULL,
  * MANUAL). */
 TW_API int tw_pause(tw_service *s);
