@@ -352,6 +352,13 @@ void tw__vec_free(tw_vec *vec);
  * tw__vec_push), tombstone every position, and open the next round, for
  * next_epoch. Returns the number of positions that had been reserved. */
 uint32_t tw__slot_drain(tw_slot *sl, uint32_t cap, uint64_t next_epoch, tw_vec *out);
+/* The drain in three steps, so that a large slot can be taken a chunk at
+ * a time (wheel.c, bursts): close (returns the final count), take
+ * positions [from, to) (published values to out, tombstones left), reopen
+ * for `epoch` once every position was taken. */
+uint32_t tw__slot_close(tw_slot *sl);
+void tw__slot_take(tw_slot *sl, uint32_t cap, uint32_t from, uint32_t to, tw_vec *out);
+void tw__slot_reopen(tw_slot *sl, uint64_t epoch);
 /* Drainer: the same, early, reopening for the same epoch (compaction:
  * the caller places the live entries again). */
 uint32_t tw__slot_compact(tw_slot *sl, uint32_t cap, tw_vec *out);
@@ -408,6 +415,7 @@ typedef struct tw_wheel {
     _Atomic uint64_t claim_floor;/* a tick at or before the due tick of every
                                     claimed timer that has not left FIRING */
     uint64_t due_from;           /* drainer: step_from of the last step */
+    uint64_t claimed;            /* drainer: claims not yet counted in `claims` */
     uint64_t step_min_tick;      /* drainer: least deadline tick claimed in it */
     /* Drainer-private (the cursor thread, or the tw_advance caller). */
     uint64_t removed;        /* positions drained or compacted, ever */
@@ -494,13 +502,10 @@ typedef struct tw_gate_tls {
     _Atomic bool *quit;
 } tw_gate_tls;
 extern _Thread_local tw_gate_tls tw__gate;
-void tw__gate_setup(void);       /* once per process, before runners start */
-bool tw__gate_heavy(void);       /* runners fence (no membarrier) */
 void tw__gate_bind(_Atomic uint32_t *starting, _Atomic int32_t *word, _Atomic bool *quit);
-/* Right before a claim for a run: false if quitting (claim nothing). */
-bool tw__gate_enter(tw_service *s);
-/* After the claim, before the callback's call. */
-void tw__gate_leave(void);
+/* The gate's slow path: the service is paused; lower the word, sleep
+ * until tw_resume or quit, raise it again. False if quitting. */
+bool tw__gate_blocked(tw_service *s);
 static inline uint64_t tw__ceil_div(uint64_t a, uint64_t b) { return a / b + (a % b != 0); }
 
 /* ---- workers.c --------------------------------------------------------- */
@@ -549,6 +554,9 @@ typedef struct tw_pool {
 void tw__run_timer(tw_service *s, tw_timer h);
 /* Hand the step's due list to the pool (or run it inline if no pool). */
 void tw__deliver(tw_service *s);
+/* In the middle of a step (pool only): hand the due list to the pool as
+ * far as there are batches for it; what is left stays for tw__deliver. */
+void tw__deliver_early(tw_service *s);
 int  tw__pool_start(tw_service *s, uint32_t nthreads);
 void tw__pool_quit(tw_service *s);
 void tw__pool_fini(tw_service *s);  /* tw_destroy: what tw__pool_quit keeps */
@@ -572,6 +580,19 @@ typedef struct tw_running_tls {
 extern _Thread_local tw_running_tls tw__self;
 
 /* ---- threads.c --------------------------------------------------------- */
+
+/* Asymmetric fences (threads.c): a runner's store-load ordering against a
+ * rare caller's. Setup once per process before any callback runs. */
+extern bool tw__fence_real; /* no membarrier: both sides fence */
+void tw__fence_setup(void);
+void tw__fence_heavy(void);  /* the rare side: every thread of the process */
+static inline void tw__fence_light(void)
+{
+    if (__builtin_expect(tw__fence_real, 0))
+        atomic_thread_fence(memory_order_seq_cst);
+    else
+        atomic_signal_fence(memory_order_seq_cst); /* the compiler's order only */
+}
 
 /* Start a library thread with asynchronous signals blocked, named `name`.
  * TW_OK or TW_EAGAIN. */
@@ -699,6 +720,33 @@ uint64_t tw__tick_floor(const tw_service *s, uint64_t ns);
 uint64_t tw__tick_recip(uint64_t tick_ns);
 int  tw__cursor_start(tw_service *s);
 void tw__cursor_quit(tw_service *s);
+
+/* Right before a claim for a run (pause.c has the protocol): false if
+ * quitting (claim nothing). Inline: every run passes it. A thread that is
+ * not a library runner (tw_advance's caller) has no gate and never waits:
+ * a MANUAL service is never paused. */
+static inline bool tw__gate_enter(tw_service *s)
+{
+    _Atomic uint32_t *g = tw__gate.starting;
+    if (!g)
+        return true;
+    /* Relaxed: ordered before the load below by the fence (pause.c). */
+    atomic_store_explicit(g, 1, memory_order_relaxed);
+    tw__fence_light();
+    /* Relaxed: the fence pairing orders it against tw_pause's freeze. */
+    if (__builtin_expect(!(atomic_load_explicit(&s->clock_state, memory_order_relaxed) &
+                           TW_CLOCK_PAUSED), 1))
+        return true;
+    return tw__gate_blocked(s);
+}
+
+/* After the claim, before the callback's call. */
+static inline void tw__gate_leave(void)
+{
+    /* Release: ends the claim's window for tw_pause (its acquire load). */
+    if (tw__gate.starting)
+        atomic_store_explicit(tw__gate.starting, 0, memory_order_release);
+}
 
 /* Invariant checker (quiescent service only: no call in flight). Returns 0,
  * or -1 with a description in buf. */

@@ -25,68 +25,20 @@
  * runner's word is down. A runner that looked before the freeze has
  * claimed by then (its callback has started, or is a few instructions
  * from it: started before tw_pause returned); one that looks after sees
- * PAUSED, lowers its word and sleeps. This is Dekker's pattern, so each
- * side needs a store-load fence between its store and its load. The
- * runner's would be a locked instruction per callback, on the path that
- * every timer's run takes, for a call made rarely; so the fence is asymmetric:
- * runners have only a compiler barrier, and tw_pause makes every running
- * thread of the process execute a full barrier with
- * membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED), which orders each
- * runner's store before its load as seen by tw_pause. Where the kernel
- * lacks it (or a sandbox refuses it), runners fence for real
- * (tw__gate_heavy). Why not liburcu's membarrier flavour (urcu-memb), which
- * does this for RCU: a read-side section around each claim costs two
- * calls into liburcu with its thread-local reader, per callback, and its
- * grace period waits for every reader in the process, the application's
- * own included; the gate needs one flag per runner of one service. TSan
- * sees the gate's words as atomics; what it cannot judge (the fence) is
- * tested by tests/test_pause.c, which counts starts after tw_pause.
+ * PAUSED, lowers its word and sleeps. This is Dekker's pattern (each side
+ * stores, then loads what the other stored): the runner's side has only a
+ * compiler barrier, tw_pause's the heavy fence (threads.c, asymmetric
+ * fences), so runners pay no fence per callback. TSan sees the gate's
+ * words as atomics; tests/test_pause.c fails without the gate (a backlog
+ * of due timers starts while paused).
  */
 #include "internal.h"
 
-#include <linux/membarrier.h>
 #include <limits.h>
 #include <sched.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 #include <urcu/futex.h>
 
 _Thread_local tw_gate_tls tw__gate;
-
-/* Decided once per process, before the first MONOTONIC service starts a
- * thread (tw__gate_setup in tw_create), so every runner reads a settled
- * value. */
-static bool membarrier_ok;
-static pthread_once_t membarrier_once = PTHREAD_ONCE_INIT;
-
-static void membarrier_register(void)
-{
-    long cmds = syscall(__NR_membarrier, MEMBARRIER_CMD_QUERY, 0);
-    if (cmds < 0 || !(cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED))
-        return;
-    membarrier_ok =
-        syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0) == 0;
-}
-
-void tw__gate_setup(void)
-{
-    pthread_once(&membarrier_once, membarrier_register);
-}
-
-bool tw__gate_heavy(void)
-{
-    return !membarrier_ok;
-}
-
-/* tw_pause's side of the fence: every thread of the process executes a
- * full barrier before this returns (or, without membarrier, runners fence
- * themselves and a local fence pairs with theirs). */
-static void fence_all_threads(void)
-{
-    if (!membarrier_ok ||
-        syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0) != 0)
-        atomic_thread_fence(memory_order_seq_cst);
-}
 
 /* Sleep until tw_resume or quit: the futex word and quit flag of the
  * calling runner (workers: the pool's; the cursor: its own). Returns false
@@ -104,33 +56,21 @@ static bool gate_wait(tw_service *s)
     return true;
 }
 
-bool tw__gate_enter(tw_service *s)
+bool tw__gate_blocked(tw_service *s)
 {
     _Atomic uint32_t *g = tw__gate.starting;
-    if (!g || s->cfg.clock != TW_CLOCK_MONOTONIC)
-        return true; /* not a library runner (MANUAL: tw_advance's caller) */
     for (;;) {
-        /* Relaxed: ordered before the load below by the fence (see top). */
-        atomic_store_explicit(g, 1, memory_order_relaxed);
-        if (tw__gate_heavy())
-            atomic_thread_fence(memory_order_seq_cst);
-        else
-            atomic_signal_fence(memory_order_seq_cst);
-        /* Relaxed: the fence pairing above orders it against tw_pause. */
-        if (!(atomic_load_explicit(&s->clock_state, memory_order_relaxed) & TW_CLOCK_PAUSED))
-            return true;
         /* Release: tw_pause's acquire load sees us out. */
         atomic_store_explicit(g, 0, memory_order_release);
         if (!gate_wait(s))
             return false;
+        /* Relaxed: ordered before the load below by the fence (see top). */
+        atomic_store_explicit(g, 1, memory_order_relaxed);
+        tw__fence_light();
+        /* Relaxed: as in tw__gate_enter. */
+        if (!(atomic_load_explicit(&s->clock_state, memory_order_relaxed) & TW_CLOCK_PAUSED))
+            return true;
     }
-}
-
-void tw__gate_leave(void)
-{
-    /* Release: ends the claim's window for tw_pause (acquire below). */
-    if (tw__gate.starting)
-        atomic_store_explicit(tw__gate.starting, 0, memory_order_release);
 }
 
 void tw__gate_bind(_Atomic uint32_t *starting, _Atomic int32_t *word, _Atomic bool *quit)
@@ -158,7 +98,7 @@ int tw_pause(tw_service *s)
     if (!s || s->cfg.clock != TW_CLOCK_MONOTONIC)
         return TW_EINVAL;
     tw__clock_pause(s);
-    fence_all_threads();
+    tw__fence_heavy();
     wait_gate_down(&s->cursor_starting);
     for (uint32_t i = 0; i < s->pool.nworkers; i++)
         wait_gate_down(&s->pool.worker[i].starting);

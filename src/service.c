@@ -495,8 +495,7 @@ int tw_create(const tw_config *cfg, tw_service **out)
         return TW_ENOMEM;
     }
     bool threaded = c.clock == TW_CLOCK_MONOTONIC;
-    if (threaded)
-        tw__gate_setup(); /* before any runner starts (pause.c) */
+    tw__fence_setup(); /* before any callback runs (threads.c) */
     s->origin = threaded ? tw__clock_monotonic() : 0;
     int rc = tw__pool_start(s, threaded ? c.workers : 0);
     if (rc == TW_OK && threaded)

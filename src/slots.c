@@ -375,16 +375,17 @@ static uint32_t slot_close(tw_slot *sl)
     return (uint32_t)(w & TW_SLOT_COUNT_MASK);
 }
 
-/* Take the n reserved positions of a closed slot: published values go to
- * out, every entry becomes EMPTY(the next round); then open the next
- * round, for `epoch`. Returns n. */
-static uint32_t drain_reserved(tw_slot *sl, uint32_t cap, uint32_t n, uint64_t epoch,
-                               tw_vec *out)
+uint32_t tw__slot_close(tw_slot *sl)
 {
-    /* Relaxed: only the drainer writes seq. */
+    return slot_close(sl);
+}
+
+void tw__slot_take(tw_slot *sl, uint32_t cap, uint32_t from, uint32_t to, tw_vec *out)
+{
+    /* Relaxed: only the drainer writes seq (it does in tw__slot_reopen). */
     uint64_t next = atomic_load_explicit(&sl->seq, memory_order_relaxed) + 1;
     TW_INJECT(TW_INJ_CLOSE_DRAIN);
-    for (uint32_t p = 0; p < n; p++) {
+    for (uint32_t p = from; p < to; p++) {
         _Atomic uint64_t *e = tw__slot_entry(sl, cap, p);
         /* Acq_rel: acquire a published VALUE (pairs with the producer's
          * release CAS); release our tombstone so a late producer's failing
@@ -393,14 +394,30 @@ static uint32_t drain_reserved(tw_slot *sl, uint32_t cap, uint32_t n, uint64_t e
         if (v & TW_ENTRY_VALUE)
             tw__vec_push(out, v);
     }
+}
+
+void tw__slot_reopen(tw_slot *sl, uint64_t epoch)
+{
+    /* Relaxed: only the drainer writes seq. */
+    uint64_t next = atomic_load_explicit(&sl->seq, memory_order_relaxed) + 1;
     /* Relaxed, both: published by the release store of the word below. */
     atomic_store_explicit(&sl->epoch, epoch, memory_order_relaxed);
     atomic_store_explicit(&sl->seq, next, memory_order_relaxed);
     uint64_t open = ((next & TW_SLOT_SEQ_MASK) << TW_SLOT_SEQ_SHIFT);
     /* Release: producers that see the new round (acquire) also see every
-     * entry reset above, its epoch and seq, and the cursor published
+     * entry reset before, its epoch and seq, and the cursor published
      * before the close. */
     atomic_store_explicit(&sl->word, open, memory_order_release);
+}
+
+/* Take the n reserved positions of a closed slot: published values go to
+ * out, every entry becomes EMPTY(the next round); then open the next
+ * round, for `epoch`. Returns n. */
+static uint32_t drain_reserved(tw_slot *sl, uint32_t cap, uint32_t n, uint64_t epoch,
+                               tw_vec *out)
+{
+    tw__slot_take(sl, cap, 0, n, out);
+    tw__slot_reopen(sl, epoch);
     return n;
 }
 

@@ -40,11 +40,62 @@
  * spurious TW_EDEADLK. Holdings nest (a callback that calls tw_stop of
  * another service, whose on_pending calls tw_cancel_sync): up to
  * TW_HOLDS services and the callback are published.
+ *
+ * Asymmetric fences. Two pairings between a runner (the thread that runs
+ * callbacks) and a rare caller have the store-buffering shape, where each
+ * side stores, then loads what the other stored, and both need a
+ * store-load fence: the end of a run against a tw_cancel_sync or tw_stop
+ * that waits for it (workers.c), and the start of a run against tw_pause
+ * (pause.c). A fence on the runner's side is a locked instruction per
+ * callback for a call made rarely, so the runner has only a compiler
+ * barrier (tw__fence_light) and the rare side makes every running thread
+ * of the process execute a full barrier, membarrier(MEMBARRIER_CMD_
+ * PRIVATE_EXPEDITED) (tw__fence_heavy), which orders each runner's store
+ * before its load as the rare side sees them. Where the kernel lacks it or
+ * a sandbox refuses it, both sides fence for real. This is what liburcu's
+ * membarrier flavour (urcu-memb) does for RCU readers; we use it for two
+ * flags rather than through a read-side section, which would cost each
+ * callback two calls into liburcu with its thread-local reader, and a
+ * grace period that waits for every reader in the process, the
+ * application's own included. ThreadSanitizer sees the flags as atomics;
+ * what it cannot judge is the fences: tests/test_pause.c fails without the
+ * gate, and a lost wake-up of a tw_cancel_sync waiter would cost it its
+ * wait's 10 ms time-out, not the wait's end (workers.c).
  */
 #include "internal.h"
 
+#include <linux/membarrier.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/* ---- asymmetric fences ------------------------------------------------------ */
+
+/* Decided once per process, before the first service runs a callback
+ * (tw_create), so every runner reads a settled value. */
+bool tw__fence_real;
+static pthread_once_t fence_once = PTHREAD_ONCE_INIT;
+
+static void membarrier_register(void)
+{
+    long cmds = syscall(__NR_membarrier, MEMBARRIER_CMD_QUERY, 0);
+    tw__fence_real =
+        cmds < 0 || !(cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) ||
+        syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0) != 0;
+}
+
+void tw__fence_setup(void)
+{
+    pthread_once(&fence_once, membarrier_register);
+}
+
+void tw__fence_heavy(void)
+{
+    if (tw__fence_real ||
+        syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0) != 0)
+        atomic_thread_fence(memory_order_seq_cst);
+}
 
 /* ---- starting a thread ------------------------------------------------------ */
 

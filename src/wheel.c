@@ -424,12 +424,33 @@ static void count_removed(tw_wheel *w, uint32_t n)
     }
 }
 
-static void drain_slot(tw_wheel *w, uint32_t l, uint32_t i, uint64_t target)
+static void take_entries(tw_service *s, uint64_t T);
+
+/* Drain slot (l, i), every lane, and claim or re-place what it held: a
+ * chunk of TW_DRAIN_CHUNK positions at a time, so that a slot of a
+ * million timers hands its first ones to the workers (take_entries)
+ * before it has taken the rest (issue 14: the first callback of a
+ * million-timer tick started 45-100 ms late when the whole slot was taken
+ * first). The slot stays closed until every position was taken; a
+ * producer that meets it meanwhile goes to a late slot, as in any drain. */
+#define TW_DRAIN_CHUNK 4096
+
+static void drain_slot(tw_service *s, uint32_t l, uint32_t i, uint64_t T)
 {
-    uint64_t next = next_epoch_after(w, l, i, target);
+    tw_wheel *w = &s->wheel;
+    uint64_t next = next_epoch_after(w, l, i, T);
     occupancy_clear(w, l, i);
-    for (uint32_t lane = 0; lane < w->lanes; lane++)
-        count_removed(w, tw__slot_drain(slot_at(w, l, i, lane), w->cap, next, &w->taken));
+    for (uint32_t lane = 0; lane < w->lanes; lane++) {
+        tw_slot *sl = slot_at(w, l, i, lane);
+        uint32_t n = tw__slot_close(sl);
+        for (uint32_t p = 0; p < n; p += TW_DRAIN_CHUNK) {
+            tw__slot_take(sl, w->cap, p, n - p < TW_DRAIN_CHUNK ? n : p + TW_DRAIN_CHUNK,
+                          &w->taken);
+            take_entries(s, T);
+        }
+        tw__slot_reopen(sl, next);
+        count_removed(w, n);
+    }
 }
 
 static uint64_t slot_overflow_now(const tw_wheel *w, tw_slot *sl)
@@ -469,19 +490,20 @@ uint64_t tw__wheel_entries(tw_service *s)
 }
 
 /* Drain every slot of level l whose epoch lies in (c, T]. */
-static void drain_level(tw_wheel *w, uint32_t l, uint64_t c, uint64_t T)
+static void drain_level(tw_service *s, uint32_t l, uint64_t c, uint64_t T)
 {
+    tw_wheel *w = &s->wheel;
     uint32_t sh = level_shift(w, l);
     uint64_t first = (c >> sh) + 1, last = T >> sh;
     if (last < first)
         return;
     if (last - first + 1 >= w->nslots) {
         for (uint32_t i = 0; i < w->nslots; i++)
-            drain_slot(w, l, i, T);
+            drain_slot(s, l, i, T);
         return;
     }
     for (uint64_t m = first; m <= last; m++)
-        drain_slot(w, l, (uint32_t)(m & (w->nslots - 1)), T);
+        drain_slot(s, l, (uint32_t)(m & (w->nslots - 1)), T);
 }
 
 /* What the due list is ordered by: the deadline itself with the MANUAL
@@ -546,9 +568,10 @@ static uint64_t claims_left(tw_service *s)
 static void count_claims(tw_service *s, uint64_t from)
 {
     tw_wheel *w = &s->wheel;
-    uint64_t n = w->due.n / 2;
+    uint64_t n = w->claimed;
     if (n == 0)
         return;
+    w->claimed = 0;
     uint64_t floor = w->step_min_tick > from ? w->step_min_tick : from;
     if (claims_left(s) > 0) {
         /* Relaxed: only the drainer writes the floor. */
@@ -559,6 +582,7 @@ static void count_claims(tw_service *s, uint64_t from)
     atomic_store_explicit(&w->claim_floor, floor, memory_order_relaxed);
     /* Release: a reader that sees these claims (acquire) sees the floor. */
     atomic_fetch_add_explicit(&w->claims, n, memory_order_release);
+    w->step_min_tick = UINT64_MAX;
 }
 
 uint64_t tw__due_tick_of_key(const tw_service *s, uint64_t key)
@@ -615,6 +639,7 @@ static void take_entry(tw_service *s, uint64_t v, uint64_t T)
                 memory_order_acq_rel, memory_order_acquire)) {
             if (k < s->wheel.step_min_tick)
                 s->wheel.step_min_tick = k;
+            s->wheel.claimed++;
             tw__vec_push(&s->wheel.due, due_order_key(s, deadline, k));
             tw__vec_push(&s->wheel.due, tw__handle(tw__gen(st), idx));
             return;
@@ -699,14 +724,47 @@ void tw__wheel_step(tw_service *s, uint64_t T)
     w->step_min_tick = UINT64_MAX;
     w->due_from = c + 1;
     for (uint32_t l = w->levels; l-- > 0;)
-        drain_level(w, l, c, T);
-    for (int j = 0; j < LATE_SLOTS; j++)
+        drain_level(s, l, c, T);
+    for (int j = 0; j < LATE_SLOTS; j++) {
         count_removed(w, tw__slot_drain_late(&w->late[j], w->cap, &w->taken));
-    for (size_t n = 0; n < w->taken.n; n++)
-        take_entry(s, w->taken.v[n], T);
+        take_entries(s, T);
+    }
     order_due(w);
     count_claims(s, c + 1);
     hands_empty(w, T + 1);
+}
+
+/* Claim or re-place the entries just taken. With a worker pool, claims
+ * go to the workers as soon as TW_PIPELINE of them are ready, while the
+ * step goes on (a burst's callbacks then start within a chunk's time of
+ * their deadline); each such part is ordered earliest first, the step's
+ * whole list only when it is handed over at once. Inline runners (the
+ * MANUAL clock, workers = 0) get the whole list after the step: they run
+ * callbacks on this thread, and never inside the step. */
+#define TW_PIPELINE 4096
+
+/* How far ahead take_entries fetches records: a burst's records were last
+ * written by the threads that armed them, so each is a cache miss that
+ * the prefetch overlaps with the claims before it. */
+#define TAKE_AHEAD 8
+
+static void take_entries(tw_service *s, uint64_t T)
+{
+    tw_wheel *w = &s->wheel;
+    for (size_t n = 0; n < w->taken.n; n++) {
+        if (n + TAKE_AHEAD < w->taken.n) {
+            tw_record *ahead = tw__rec(&s->rec, (uint32_t)w->taken.v[n + TAKE_AHEAD]);
+            if (ahead)
+                __builtin_prefetch(ahead, 1, 3);
+        }
+        take_entry(s, w->taken.v[n], T);
+    }
+    w->taken.n = 0;
+    if (s->pool.nthreads > 0 && w->due.n / 2 >= TW_PIPELINE) {
+        order_due(w);
+        count_claims(s, w->due_from);
+        tw__deliver_early(s);
+    }
 }
 
 /* ---- compaction (the drainer only) ---------------------------------------- */

@@ -44,6 +44,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/prctl.h>
 #include <time.h>
 #include <urcu/futex.h>
@@ -64,11 +65,15 @@ static void futex_wait_ns(_Atomic int32_t *word, int32_t seen, uint64_t ns)
 
 /* ---- waiting for a run to end (cancel_sync, stop) ------------------------- */
 
+/* After a run's end was stored: wake the waiters, if any. The end's store
+ * and this load against a waiter's increment and its load of the state
+ * are the store-buffering pattern; the runner's fence is the light one
+ * (threads.c, asymmetric fences), the waiter's the heavy one. */
 static void wake_sync_waiters(tw_service *s)
 {
-    /* Seq_cst: pairs with the waiter's seq_cst increment of sync_waiters
-     * and its seq_cst state load (store-buffering pattern). */
-    if (atomic_load_explicit(&s->sync_waiters, memory_order_seq_cst) == 0)
+    tw__fence_light();
+    /* Relaxed: ordered after the end's store by the fence pairing above. */
+    if (atomic_load_explicit(&s->sync_waiters, memory_order_relaxed) == 0)
         return;
     atomic_fetch_add_explicit(&s->run_seq, 1, memory_order_seq_cst);
     futex_wake_all(&s->run_seq);
@@ -81,8 +86,13 @@ static bool still_running(uint64_t st, uint32_t gen)
 
 void tw__wait_not_running(tw_service *s, tw_record *rec, uint32_t gen)
 {
-    /* Seq_cst: announce ourselves before we look at the state. */
+    /* Acquire: a run that ended is over for us (its writes visible). */
+    if (!still_running(atomic_load_explicit(&rec->state, memory_order_acquire), gen))
+        return;
+    /* Seq_cst: announce ourselves, then the heavy fence (see
+     * wake_sync_waiters) before we look at the state again. */
     atomic_fetch_add_explicit(&s->sync_waiters, 1, memory_order_seq_cst);
+    tw__fence_heavy();
     for (unsigned spins = 0;; spins++) {
         /* Seq_cst: read the sequence before the state, so a run that ends
          * after our look changes the word we wait on. */
@@ -132,8 +142,10 @@ static void finish_oneshot(tw_service *s, tw_record *rec, uint32_t idx, uint64_t
 {
     /* Nothing else changes a running one-shot's state (cancel and
      * reschedule answer ENOENT, stop waits), so a plain store suffices.
-     * Seq_cst: cancel_sync waiters and the stop sweep observe it. */
-    atomic_store_explicit(&rec->state, tw__rec_free_state(st), memory_order_seq_cst);
+     * Release: a waiter (cancel_sync, the stop sweep) that sees it sees the
+     * callback's writes; wake_sync_waiters orders it before its look for
+     * waiters (a seq_cst store here was a locked instruction per run). */
+    atomic_store_explicit(&rec->state, tw__rec_free_state(st), memory_order_release);
     tw__rec_push_free(&s->rec, idx);
 }
 
@@ -588,6 +600,17 @@ static void run_here(tw_service *s, const uint64_t *pairs, size_t n)
     run_handles(s, h, (uint32_t)n);
 }
 
+/* Batches small enough that every worker gets several (a slow callback
+ * then holds up only its few batch-mates until a stealer comes), large
+ * enough that a burst of a million moves in 256s. */
+static size_t batch_size(const tw_service *s, size_t n)
+{
+    size_t per = (n + 4 * (size_t)s->pool.nthreads - 1) / (4 * (size_t)s->pool.nthreads);
+    if (per < TW_BATCH_MIN)
+        per = TW_BATCH_MIN;
+    return per > TW_BATCH ? TW_BATCH : per;
+}
+
 void tw__deliver(tw_service *s)
 {
     tw_vec *due = &s->wheel.due;
@@ -597,14 +620,7 @@ void tw__deliver(tw_service *s)
         due->n = 0;
         return;
     }
-    /* Batches small enough that every worker gets several (a slow callback
-     * then holds up only its few batch-mates until a stealer comes), large
-     * enough that a burst of a million moves in 256s. */
-    size_t per = (n + 4 * (size_t)s->pool.nthreads - 1) / (4 * (size_t)s->pool.nthreads);
-    if (per < TW_BATCH_MIN)
-        per = TW_BATCH_MIN;
-    if (per > TW_BATCH)
-        per = TW_BATCH;
+    size_t per = batch_size(s, n);
     for (size_t i = 0; i < n;) {
         tw_batch *b = batch_get(&s->pool);
         size_t take = n - i < per ? n - i : per;
@@ -617,6 +633,23 @@ void tw__deliver(tw_service *s)
         i += take;
     }
     due->n = 0;
+}
+
+void tw__deliver_early(tw_service *s)
+{
+    tw_vec *due = &s->wheel.due;
+    size_t n = due->n / 2, per = batch_size(s, n), i = 0;
+    while (i < n) {
+        tw_batch *b = batch_get(&s->pool);
+        if (!b)
+            break; /* the step's end runs the rest (tw__deliver, run_here) */
+        size_t take = n - i < per ? n - i : per;
+        batch_fill(b, due->v + 2 * i, take);
+        pool_enqueue(s, b);
+        i += take;
+    }
+    memmove(due->v, due->v + 2 * i, (n - i) * 2 * sizeof *due->v);
+    due->n = 2 * (n - i);
 }
 
 static void *worker_main(void *arg)
