@@ -198,8 +198,13 @@ static int ensure_room(tw_slot *sl, tw_arena *a, uint32_t cap, uint32_t pos)
     if (!sp)
         return TW_ENOMEM;
     /* Acquire: as in tw__slot_entry. */
-    if (atomic_load_explicit(sp, memory_order_acquire))
+    _Atomic uint64_t *have = atomic_load_explicit(sp, memory_order_acquire);
+    if (have) {
+        /* The entry we are about to reserve: its line (last written by the
+         * drain's tombstones, on another core) comes in while we reserve. */
+        __builtin_prefetch(&have[off], 1, 3);
         return TW_OK;
+    }
     _Atomic uint64_t *seg = seg_alloc(a, cap, j);
     if (!seg)
         return TW_ENOMEM;

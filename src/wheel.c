@@ -321,22 +321,37 @@ static int place_late(tw_service *s, uint64_t value, uint32_t lane)
  * an older round of its own than the epoch we aim at (the step is still
  * on its way there): that round drains sooner, which is never late, and
  * its drain places the timer again. */
-static int place_once(tw_service *s, uint64_t value, uint64_t k, uint64_t *due)
+/* Where a timer due at tick k goes with the cursor at c (see the top):
+ * level l, slot i, epoch e; t is the tick it is due at, max(k, c + 1). */
+typedef struct aim {
+    uint64_t t, e;
+    uint32_t l, i;
+} aim;
+
+static void aim_at(const tw_wheel *w, uint64_t k, uint64_t c, aim *a)
 {
-    tw_wheel *w = &s->wheel;
-    /* Acquire: pairs with the step's release store of cur. */
-    uint64_t c = atomic_load_explicit(&w->cur, memory_order_acquire);
     uint64_t t = k > c ? k : c + 1;
-    *due = t;
-    uint64_t d = t - c;
-    uint32_t l = level_for(w, d);
+    a->t = t;
+    uint32_t l = level_for(w, t - c);
     if (l >= w->levels) {
         l = w->levels - 1; /* beyond the span: the top level's drain re-places */
         t = c + (1ull << (level_shift(w, l) + w->bits)) - 1;
     }
     uint32_t sh = level_shift(w, l);
-    uint64_t e = (t >> sh) << sh;
-    uint32_t i = (uint32_t)((e >> sh) & (w->nslots - 1));
+    a->l = l;
+    a->e = (t >> sh) << sh;
+    a->i = (uint32_t)((a->e >> sh) & (w->nslots - 1));
+}
+
+static int place_once(tw_service *s, uint64_t value, uint64_t k, uint64_t *due)
+{
+    tw_wheel *w = &s->wheel;
+    /* Acquire: pairs with the step's release store of cur. */
+    aim a;
+    aim_at(w, k, atomic_load_explicit(&w->cur, memory_order_acquire), &a);
+    *due = a.t;
+    uint32_t l = a.l, i = a.i;
+    uint64_t e = a.e;
     uint32_t lane = my_lane(w);
     tw_slot *sl = slot_at(w, l, i, lane);
     uint32_t pos;
