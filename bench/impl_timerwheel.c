@@ -15,7 +15,8 @@
  *
  * Both: MONOTONIC clock, the tick the workload asks for (1 ms unless WL3's
  * 100 us variant), 2 workers. bench_cb has tw_callback's shape, so
- * callbacks are handed over as they are.
+ * callbacks are handed over as they are. Both have the batch calls
+ * (tw_schedule_many, tw_cancel_many) that WL1b uses.
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -88,6 +89,34 @@ static int twi_reschedule(void *svc, uint64_t h, uint64_t delay_ns)
     return tw_reschedule(svc, h, delay_ns) == TW_OK;
 }
 
+/* One clock reading for the batch (tw_schedule_many). A short count means
+ * element `armed` failed; its code is not returned, so say how far it got. */
+static int twi_schedule_many(void *svc, size_t n, const uint64_t *delays_ns, bench_cb cb,
+                             uint64_t *out)
+{
+    int armed = tw_schedule_many(svc, n, delays_ns, cb, NULL, out);
+    if (armed != (int)n) {
+        static _Thread_local int said;
+        if (!said++) {
+            if (armed < 0)
+                fprintf(stderr, "timerwheel: tw_schedule_many: %s\n", tw_strerror(armed));
+            else
+                fprintf(stderr, "timerwheel: tw_schedule_many armed %d of %zu\n", armed, n);
+        }
+    }
+    return armed < 0 ? 0 : armed;
+}
+
+/* tw_cancel_many stores each TW_OK or error in ok[]; turned into 1/0 in
+ * place (all 0 when the call itself is refused and leaves ok[] as it was). */
+static int twi_cancel_many(void *svc, size_t n, const uint64_t *handles, int *ok)
+{
+    int done = tw_cancel_many(svc, n, handles, ok);
+    for (size_t i = 0; i < n; i++)
+        ok[i] = done >= 0 && ok[i] == TW_OK;
+    return done < 0 ? 0 : done;
+}
+
 const bench_impl bench_impl_timerwheel = {
     .name = "timerwheel",
     .create = twi_create,
@@ -95,6 +124,8 @@ const bench_impl bench_impl_timerwheel = {
     .schedule = twi_schedule,
     .cancel = twi_cancel,
     .reschedule = twi_reschedule,
+    .schedule_many = twi_schedule_many,
+    .cancel_many = twi_cancel_many,
     .callbacks_on = "worker pool",
 };
 
@@ -105,5 +136,7 @@ const bench_impl bench_impl_timerwheel_cfg = {
     .schedule = twi_schedule,
     .cancel = twi_cancel,
     .reschedule = twi_reschedule,
+    .schedule_many = twi_schedule_many,
+    .cancel_many = twi_cancel_many,
     .callbacks_on = "worker pool",
 };

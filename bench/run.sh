@@ -9,8 +9,8 @@
 # (cmake Release, -DTW_BUILD_BENCH=ON, into build/bench), the Java peers
 # (javac against the packaged netty-common.jar) and the Go peer (go build,
 # offline: GOPROXY=off, standard library only, into build/bench/go), and runs
-# every workload, one fresh process per implementation and workload (WL1 and
-# WL3 three times each: min/median/max), against:
+# every workload, one fresh process per implementation and workload (WL1,
+# WL1b and WL3 three times each: min/median/max), against:
 #
 #   timerwheel      this library with defaults (4096 slots per level, no cap)
 #   timerwheel-cfg  this library configured for the workload: 1024 slots per
@@ -33,9 +33,13 @@
 #   --quick       scaled-down sizes and durations (a smoke run, ~2 minutes)
 #   --no-install  do not touch packages
 #
+# WL1b is WL1 armed and cancelled in blocks of 16 with the batch calls
+# (tw_schedule_many, tw_cancel_many): timerwheel columns only, n/a for the
+# peers, which have no batch call.
+#
 # Environment: BUILD_DIR (default build/bench), IMPLS (default
 # "timerwheel timerwheel-cfg heap libevent netty jdktimer go"), WLS (default
-# "1 2 3 4 5 6").
+# "1 1b 2 3 4 5 6").
 # Raw lines go to $BUILD_DIR/results.txt, each program's stderr to
 # $BUILD_DIR/logs/. Exits 1 if any workload failed its correctness check
 # or twfloor failed.
@@ -45,14 +49,14 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 BUILD_DIR=${BUILD_DIR:-build/bench}
 IMPLS=${IMPLS:-"timerwheel timerwheel-cfg heap libevent netty jdktimer go"}
-WLS=${WLS:-"1 2 3 4 5 6"}
+WLS=${WLS:-"1 1b 2 3 4 5 6"}
 QUICK=
 INSTALL=1
 for a in "$@"; do
   case $a in
     --quick) QUICK=--quick ;;
     --no-install) INSTALL= ;;
-    -h|--help) sed -n '2,41p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,45p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown option $a" >&2; exit 2 ;;
   esac
 done
@@ -170,7 +174,7 @@ run() {
 for wl in $WLS; do
   for impl in $IMPLS; do
     case $wl in
-      1|3) run "$impl" "$wl" --repeat 3 ;;
+      1|1b|3) run "$impl" "$wl" --repeat 3 ;;
       2) for n in $WL2_NS; do run "$impl" 2 --n "$n"; done ;;
       *) run "$impl" "$wl" ;;
     esac
@@ -189,16 +193,20 @@ fi
 # ---- table ------------------------------------------------------------------------------
 
 echo
-echo "# WL1/WL3: median (min-max) of 3 runs. Ratio: the worse of the two timerwheel columns (named: def"
+echo "# WL1/WL1b/WL3: median (min-max) of 3 runs. Ratio: the worse of the two timerwheel columns (named: def"
 echo "# = timerwheel, cfg = timerwheel-cfg) / the best other column ('better' means timerwheel wins:"
 echo "# higher for /s rates, lower for ms, bytes, CPU and switches)."
 echo "# timerwheel: defaults (4096 slots per level, no cap); timerwheel-cfg: 1024 slots per level and"
-echo "# max_timers = the workload's working set (WL1 P x 1025, WL2 N, WL3 all, WL4 10k, WL5 burst, WL6 sessions)."
+echo "# max_timers = the workload's working set (WL1 P x 1025, WL1b P x 1040, WL2 N, WL3 all, WL4 10k, WL5 burst,"
+echo "# WL6 sessions)."
 echo "# Callbacks: timerwheel, timerwheel-cfg and heap on 2 workers; libevent on its loop thread; netty on its"
 echo "# wheel thread; jdktimer on its single timer thread; go on a goroutine each (GOMAXPROCS = nproc)."
 echo "# WL6: timerwheel, heap, libevent reschedule, go Timer.Reset; netty, jdktimer cancel + schedule under a"
 echo "# per-session lock. jdktimer: ms delays rounded up + 1 ms (never early on its truncated ms clock)."
 echo "# go: WL1 producers yield once per 64 operations (bench/peers/go/churn.go says why)."
+echo "# WL1b: WL1 in blocks of 16 (timerwheel only; the peers have no batch call): per block one tw_schedule_many"
+echo "# (one clock reading) and one tw_cancel_many of the 16 oldest; ops = timers armed + cancelled, as WL1."
+echo "# WL5 first: the first callback's start minus the burst's common deadline (issue 14: within 1 ms)."
 echo
 awk -v impls="$IMPLS" '
 function fmt(v, unit) {
@@ -223,7 +231,7 @@ function median(key, impl,    n, i, j, a, t) {
   return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
 }
 $1 == "FAILED" { failed[$2, $3] = 1; next }
-$1 ~ /^WL[0-9]$/ {
+$1 ~ /^WL[0-9]b?$/ {
   impl = ""; key = $1 " " $2
   for (i = 3; i < NF; i++) {
     if ($i ~ /^impl=/) { impl = substr($i, 6); continue }
@@ -267,7 +275,7 @@ END {
     ratio[r] = "-"
     if (twfail != "") ratio[r] = "FAIL (" twfail ")"
     else if (tw && best) {
-      if (med[r, best] == 0) ratio[r] = "n/a (" im[best] " is 0)"
+      if (med[r, best] <= 0) ratio[r] = "n/a (" im[best] " is " fmt(med[r, best], unit[k]) ")"
       else {
         q = med[r, tw] / med[r, best]
         verdict = (q > 0.98 && q < 1.02) ? "on par" : ((higher_better(unit[k]) ? q > 1 : q < 1) ? "better" : "worse")

@@ -12,9 +12,13 @@
  *
  *   --impl    timerwheel, timerwheel-cfg, heap, libevent or all (default
  *             all); repeatable
- *   --wl      workloads, e.g. 1,3,5 or WL2 (default 1-6)
+ *   --wl      workloads, e.g. 1,3,5 or WL2 (default 1,1b,2,3,4,5,6); 1b is
+ *             WL1 armed and cancelled in blocks of 16 with the batch calls
+ *             (tw_schedule_many, tw_cancel_many): timerwheel columns only,
+ *             the others print n/a
  *   --repeat  run each selected workload N times (default 1)
- *   --p       WL1 with P = 1, 2 or 8 producers only (default all three)
+ *   --p       WL1 and WL1b with P = 1, 2 or 8 producers only (default all
+ *             three)
  *   --n       WL2 at this N only (run.sh runs each N in a fresh process, so
  *             that memory freed by one size does not hide the next's RSS)
  *   --quick   scaled-down sizes and durations, for a smoke run
@@ -73,7 +77,7 @@ static const sizes quick_sizes = {
 };
 static const sizes *sz = &full_sizes;
 static uint64_t wl2_only_n;    /* --n: WL2 at this N only */
-static unsigned wl1_only_p;    /* --p: WL1 with this P only */
+static unsigned wl1_only_p;    /* --p: WL1 and WL1b with this P only */
 
 #define WL1_RING 1024
 #define WL3_THREADS 4
@@ -234,15 +238,21 @@ typedef struct wl1_ring {
     uint32_t batch[WL1_RING];
 } wl1_ring;
 
-static void wl1_cancel(wl1_arg *a, const wl1_ring *r, unsigned slot, uint32_t batch)
+/* A failed cancel of ring slot `slot` in clock batch `batch`, for the
+ * stall check. */
+static void wl1_record_fail(wl1_arg *a, const wl1_ring *r, unsigned slot, uint32_t batch)
 {
-    if (a->im->cancel(a->svc, r->handle[slot])) {
-        a->cancel_ok++;
-        return;
-    }
     if (a->cancel_fail < WL1_MAX_FAILS)
         a->fails[a->cancel_fail] = (wl1_fail){ r->batch[slot], batch, r->delay[slot] };
     a->cancel_fail++;
+}
+
+static void wl1_cancel(wl1_arg *a, const wl1_ring *r, unsigned slot, uint32_t batch)
+{
+    if (a->im->cancel(a->svc, r->handle[slot]))
+        a->cancel_ok++;
+    else
+        wl1_record_fail(a, r, slot, batch);
 }
 
 static void *wl1_producer(void *p)
@@ -279,6 +289,94 @@ static void *wl1_producer(void *p)
     return NULL;
 }
 
+/* ---- WL1b churn in batches of 16 ------------------------------------------------ */
+
+/* WL1 with the batch calls (issue 14): each producer arms WL1B_N timers with
+ * one schedule_many (one clock reading for the block), cancels the WL1B_N
+ * oldest handles of its ring with one cancel_many, then stores the new
+ * block in their place. The same ring of 1024 handles, the same rule (the
+ * oldest go once new ones are armed, so a producer has 1024 + 16 in use),
+ * the same stall check and retry as WL1 (clock read once per WL1_BATCH
+ * timers, i.e. every 4 blocks). ops/s counts timers armed and cancelled, as
+ * WL1 does, not calls. A service without batch calls prints n/a. */
+#define WL1B_N 16
+_Static_assert(WL1_RING % WL1B_N == 0 && WL1_BATCH % WL1B_N == 0,
+               "WL1b's blocks tile the ring and the clock batches");
+
+/* Cancels ring slots [slot, slot + WL1B_N) with one call. */
+static void wl1b_cancel_block(wl1_arg *a, const wl1_ring *r, unsigned slot, uint32_t batch)
+{
+    int ok[WL1B_N];
+    a->im->cancel_many(a->svc, WL1B_N, &r->handle[slot], ok);
+    for (unsigned j = 0; j < WL1B_N; j++) {
+        if (ok[j])
+            a->cancel_ok++;
+        else
+            wl1_record_fail(a, r, slot + j, batch);
+    }
+}
+
+/* Arms one block and stores it at ring slots [slot, slot + WL1B_N), after
+ * cancelling the block it replaces. Returns 0, with the block counted as
+ * schedule failures and what was armed of it cancelled, on a short count. */
+static int wl1b_block(wl1_arg *a, wl1_ring *r, unsigned slot, uint32_t batch)
+{
+    uint64_t delay[WL1B_N], h[WL1B_N];
+    for (unsigned j = 0; j < WL1B_N; j++)
+        delay[j] = rng_range(&a->seed, 100 * MS, 10 * SEC);
+    int armed = a->im->schedule_many(a->svc, WL1B_N, delay, count_fire, h);
+    if (armed != WL1B_N) {
+        int ok[WL1B_N];
+        a->sched_fail += WL1B_N;
+        a->im->cancel_many(a->svc, (size_t)armed, h, ok);
+        return 0;
+    }
+    a->sched_ok += WL1B_N;
+    if (r->handle[slot])
+        wl1b_cancel_block(a, r, slot, batch);   /* the WL1B_N oldest */
+    for (unsigned j = 0; j < WL1B_N; j++) {
+        r->handle[slot + j] = h[j];
+        r->delay[slot + j] = delay[j];
+        r->batch[slot + j] = batch;
+    }
+    return 1;
+}
+
+static void *wl1b_producer(void *p)
+{
+    wl1_arg *a = p;
+    wl1_ring *r = xcalloc(1, sizeof *r);
+    uint64_t n = 0, k = sz->wl1_k - sz->wl1_k % WL1B_N;
+    uint32_t batch = 0;
+    pthread_barrier_wait(&a->team->start);
+    a->t_start = bench_now_ns();
+    for (uint64_t i = 0; i < k; i += WL1B_N) {
+        if (i % WL1_BATCH == 0)
+            a->batch_time[batch = (uint32_t)(i / WL1_BATCH)] = bench_now_ns();
+        if (wl1b_block(a, r, (unsigned)(n % WL1_RING), batch))
+            n += WL1B_N;
+    }
+    a->batch_time[++batch] = bench_now_ns();
+    for (unsigned slot = 0; slot < WL1_RING; slot += WL1B_N)
+        if (r->handle[slot])               /* blocks are stored whole */
+            wl1b_cancel_block(a, r, slot, batch);
+    a->t_end = a->batch_time[batch + 1] = bench_now_ns();
+    free(r);
+    return NULL;
+}
+
+/* How a WL1 run arms and cancels: one timer a call, or blocks of WL1B_N. */
+typedef struct wl1_variant {
+    const char *wl, *name;        /* the figure's first two words */
+    void *(*producer)(void *);
+    unsigned extra;               /* timers a producer has in use beyond its ring */
+} wl1_variant;
+
+static const wl1_variant wl1_single = { "WL1", "churn", wl1_producer, 1 };
+static const wl1_variant wl1_blocks = { "WL1b", "churn16", wl1b_producer, WL1B_N };
+
+/* ---- WL1 and WL1b: runs, checks, figures ------------------------------------------ */
+
 /* 1 if every failed cancel of a may be a legitimate fire (its producer
  * stalled for longer than the timer's delay), -1 if one cannot be (a fire
  * before the delay had passed), 0 if there were too many to check. */
@@ -298,18 +396,19 @@ static int wl1_failures_explained(const wl1_arg *a, uint64_t *worst_stall)
 
 /* One attempt; returns 1 with *rate set, or 0 when timers fired that a
  * producer stall explains. */
-static int wl1_try(const bench_impl *im, unsigned p, double *rate)
+static int wl1_try(const wl1_variant *v, const bench_impl *im, unsigned p, double *rate)
 {
     wl1_arg *args = xcalloc(p, sizeof *args);
     uint64_t batches = sz->wl1_k / WL1_BATCH + 3;
     team t;
-    /* Each producer schedules before it cancels its oldest: 1024 + 1 in use. */
-    void *svc = create_or_die("WL1", im, 1 * MS, (uint64_t)p * (WL1_RING + 1));
+    /* Each producer schedules before it cancels its oldest: 1024 + 1 in use
+     * (1024 + 16 for WL1b). */
+    void *svc = create_or_die(v->wl, im, 1 * MS, (uint64_t)p * (WL1_RING + v->extra));
     atomic_store(&fired, 0);
     for (unsigned i = 0; i < p; i++)
         args[i] = (wl1_arg){ .im = im, .svc = svc, .team = &t, .seed = 0x1000 + i,
                              .batch_time = xcalloc(batches, sizeof(uint64_t)) };
-    team_run(&t, p, wl1_producer, args, sizeof args[0]);
+    team_run(&t, p, v->producer, args, sizeof args[0]);
     uint64_t f = atomic_load(&fired);
     im->destroy(svc);
     uint64_t t0 = UINT64_MAX, t1 = 0, ok = 0, sfail = 0, cfail = 0, stall = 0;
@@ -326,28 +425,28 @@ static int wl1_try(const bench_impl *im, unsigned p, double *rate)
     }
     free(args);
     if (sfail || cfail != f || explained != 1)
-        fail("WL1", im, "P=%u: %" PRIu64 " schedules failed, %" PRIu64 " cancels failed, %"
+        fail(v->wl, im, "P=%u: %" PRIu64 " schedules failed, %" PRIu64 " cancels failed, %"
              PRIu64 " callbacks ran (all must be 0)%s", p, sfail, cfail, f,
              explained < 0 ? "; a timer fired before its delay had passed" :
              explained == 0 ? "; too many failed cancels to check them" : "");
     if (cfail) {
-        fprintf(stderr, "twbench: WL1 impl=%s P=%u: %" PRIu64 " timers fired because a producer "
+        fprintf(stderr, "twbench: %s impl=%s P=%u: %" PRIu64 " timers fired because a producer "
                 "stalled (up to %.0f ms across 1024 operations); run discarded\n",
-                im->name, p, cfail, (double)stall / 1e6);
+                v->wl, im->name, p, cfail, (double)stall / 1e6);
         return 0;
     }
     *rate = (double)ok / secs(t1 - t0);
     return 1;
 }
 
-static void wl1_churn(const bench_impl *im, unsigned p)
+static void wl1_churn(const wl1_variant *v, const bench_impl *im, unsigned p)
 {
     double rate = 0;
-    for (int attempt = 1; !wl1_try(im, p, &rate); attempt++)
+    for (int attempt = 1; !wl1_try(v, im, p, &rate); attempt++)
         if (attempt == WL1_ATTEMPTS)
-            fail("WL1", im, "P=%u: timers fired in %d runs in a row (producers stalled "
+            fail(v->wl, im, "P=%u: timers fired in %d runs in a row (producers stalled "
                  "past the 100 ms minimum delay; machine overloaded?)", p, attempt);
-    printf("WL1 churn impl=%s P=%u ops_per_s=%.0f ops/s\n", im->name, p, rate);
+    printf("%s %s impl=%s P=%u ops_per_s=%.0f ops/s\n", v->wl, v->name, im->name, p, rate);
     fflush(stdout);
 }
 
@@ -600,7 +699,7 @@ static void wl5_cb(uint64_t handle, void *arg)
 
 /* One burst with all deadlines at base + delay_ns. Returns 0 when the
  * scheduling took longer than delay_ns (the burst is not one tick then). */
-static int wl5_try(const bench_impl *im, uint64_t delay_ns, double *rate)
+static int wl5_try(const bench_impl *im, uint64_t delay_ns, double *rate, double *first_ms)
 {
     uint64_t n = sz->wl5_n;
     void *svc = create_or_die("WL5", im, 1 * MS, n);
@@ -635,14 +734,17 @@ static int wl5_try(const bench_impl *im, uint64_t delay_ns, double *rate)
     }
     uint64_t first = atomic_load(&wl5_first), last = atomic_load(&wl5_last);
     *rate = (double)n / secs(last > first ? last - first : 1);
+    /* the deadline is `due` (all share it); a first start before it would
+     * be a peer firing early, shown as a negative figure */
+    *first_ms = ((double)first - (double)due) / 1e6;
     return 1;
 }
 
 static void wl5_burst(const bench_impl *im)
 {
-    double rate = 0;
+    double rate = 0, first_ms = 0;
     uint64_t delay = WL5_BASE_DELAY_NS;
-    while (!wl5_try(im, delay, &rate)) {
+    while (!wl5_try(im, delay, &rate, &first_ms)) {
         delay *= 2;
         if (delay > 20 * SEC)
             fail("WL5", im, "cannot schedule %" PRIu64 " timers within 20 s", sz->wl5_n);
@@ -651,6 +753,7 @@ static void wl5_burst(const bench_impl *im)
         fprintf(stderr, "twbench: WL5 impl=%s: common delay was %" PRIu64 " ms\n", im->name,
                 delay / MS);
     printf("WL5 burst impl=%s callbacks_per_s=%.0f callbacks/s\n", im->name, rate);
+    printf("WL5 first impl=%s first_callback_after_deadline_ms=%.3f ms\n", im->name, first_ms);
     fflush(stdout);
 }
 
@@ -755,6 +858,15 @@ static void wl6_touch(const bench_impl *im)
 
 /* ---- main ----------------------------------------------------------------------------- */
 
+/* Workloads in the order they run: WORKLOADS.md's six, and WL1b (WL1 in
+ * blocks of 16 with the batch calls) after WL1. --wl takes these ids. */
+#define WL_1B 7                        /* run_workload's number for WL1b */
+static const char *const wl_ids[] = { "1", "1b", "2", "3", "4", "5", "6" };
+static const int wl_nums[] = { 1, WL_1B, 2, 3, 4, 5, 6 };
+#define N_WLS (sizeof wl_ids / sizeof wl_ids[0])
+#define WL_ALL "1,1b,2,3,4,5,6"
+_Static_assert(sizeof wl_nums / sizeof wl_nums[0] == N_WLS, "one number per id");
+
 static void usage(void)
 {
     fprintf(stderr,
@@ -762,9 +874,10 @@ static void usage(void)
             "               [--quick]\n"
             "  --impl    timerwheel, timerwheel-cfg, heap, libevent or all (default all);\n"
             "            repeatable\n"
-            "  --wl      workloads, e.g. 1,3,5 or WL2 (default 1,2,3,4,5,6)\n"
+            "  --wl      workloads, e.g. 1,3,5 or WL2; 1b is WL1 in blocks of 16\n"
+            "            (tw_schedule_many, tw_cancel_many) (default " WL_ALL ")\n"
             "  --repeat  run each selected workload N times (default 1)\n"
-            "  --p       WL1 with P = 1, 2 or 8 producers only (default all three)\n"
+            "  --p       WL1 and WL1b with P = 1, 2 or 8 producers only (default all three)\n"
             "  --n       WL2 at this N only (default both sizes; a fresh process per N\n"
             "            keeps one size's freed memory out of the next one's RSS)\n"
             "  --quick   scaled-down sizes and durations (smoke run)\n");
@@ -790,31 +903,47 @@ static void add_impls(const char *list, int chosen[N_IMPLS])
     free(copy);
 }
 
-static void add_wls(const char *list, int wl[7])
+static void add_wls(const char *list, int wl[N_WLS])
 {
     char *copy = strdup(list), *save = NULL;
     for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         if (!strncasecmp(tok, "WL", 2))
             tok += 2;
-        char *end;
-        long v = strtol(tok, &end, 10);
-        if (*end || v < 1 || v > 6) {
+        size_t w = 0;
+        while (w < N_WLS && strcasecmp(tok, wl_ids[w]))
+            w++;
+        if (w == N_WLS) {
             fprintf(stderr, "twbench: unknown workload '%s'\n", tok);
             usage();
         }
-        wl[v] = 1;
+        wl[w] = 1;
     }
     free(copy);
 }
 
-static void run_workload(const bench_impl *im, int w)
+static void wl1_each_p(const wl1_variant *v, const bench_impl *im)
 {
     static const unsigned wl1_p[] = { 1, 2, 8 };
+    for (size_t i = 0; i < sizeof wl1_p / sizeof wl1_p[0]; i++) {
+        if (wl1_only_p && wl1_only_p != wl1_p[i])
+            continue;
+        if (im->schedule_many || v == &wl1_single)
+            wl1_churn(v, im, wl1_p[i]);
+        else    /* no batch calls: n/a, so the column still has the rows */
+            printf("%s %s impl=%s P=%u ops_per_s=n/a ops/s\n", v->wl, v->name, im->name,
+                   wl1_p[i]);
+    }
+    fflush(stdout);
+}
+
+static void run_workload(const bench_impl *im, int w)
+{
     switch (w) {
     case 1:
-        for (size_t i = 0; i < sizeof wl1_p / sizeof wl1_p[0]; i++)
-            if (!wl1_only_p || wl1_only_p == wl1_p[i])
-                wl1_churn(im, wl1_p[i]);
+        wl1_each_p(&wl1_single, im);
+        break;
+    case WL_1B:
+        wl1_each_p(&wl1_blocks, im);
         break;
     case 2:
         if (wl2_only_n) {
@@ -845,7 +974,7 @@ static void run_workload(const bench_impl *im, int w)
 
 int main(int argc, char **argv)
 {
-    int chosen[N_IMPLS] = { 0 }, any_impl = 0, wl[7] = { 0 }, any_wl = 0;
+    int chosen[N_IMPLS] = { 0 }, any_impl = 0, wl[N_WLS] = { 0 }, any_wl = 0;
     long repeat = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -876,15 +1005,15 @@ int main(int argc, char **argv)
     if (!any_impl)
         add_impls("all", chosen);
     if (!any_wl)
-        add_wls("1,2,3,4,5,6", wl);
+        add_wls(WL_ALL, wl);
     for (size_t i = 0; i < N_IMPLS; i++) {
         if (!chosen[i])
             continue;
         fprintf(stderr, "twbench: impl=%s (callbacks on: %s)%s\n", all_impls[i]->name,
                 all_impls[i]->callbacks_on, sz == &quick_sizes ? " --quick" : "");
-        for (int w = 1; w <= 6; w++)
+        for (size_t w = 0; w < N_WLS; w++)
             for (long r = 0; wl[w] && r < repeat; r++)
-                run_workload(all_impls[i], w);
+                run_workload(all_impls[i], wl_nums[w]);
     }
     return 0;
 }

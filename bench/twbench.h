@@ -13,6 +13,7 @@
 #ifndef TWBENCH_H
 #define TWBENCH_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -43,6 +44,16 @@ typedef struct bench_impl {
      * was pending. NULL when the service has no such operation (then WL6
      * uses cancel + schedule). */
     int (*reschedule)(void *svc, uint64_t handle, uint64_t delay_ns);
+    /* Arms n timers cb(out[i], NULL) at now + delays_ns[i], now read once
+     * for the whole batch inside the call. Returns how many were armed,
+     * which are the first ones (out[armed..n) are 0). NULL when the service
+     * has no batch call (then WL1b prints n/a). */
+    int (*schedule_many)(void *svc, size_t n, const uint64_t *delays_ns, bench_cb cb,
+                         uint64_t *out);
+    /* Cancels n handles in one call: ok[i] = 1 iff handle i was pending and
+     * now never runs, else 0. Returns how many were cancelled. NULL exactly
+     * when schedule_many is. */
+    int (*cancel_many)(void *svc, size_t n, const uint64_t *handles, int *ok);
     /* Where callbacks run, for the record ("2 workers", "loop thread"). */
     const char *callbacks_on;
 } bench_impl;

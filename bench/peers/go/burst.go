@@ -26,7 +26,9 @@ func wl5Callback() {
 
 // wl5Try is one burst with every deadline at base + delayNs; ok == false
 // when scheduling took longer than delayNs (the burst is not one instant).
-func wl5Try(delayNs int64) (rate float64, ok bool) {
+// firstMs is the first callback's start minus that common deadline, as
+// twbench.c's (negative would be a fire before it).
+func wl5Try(delayNs int64) (rate, firstMs float64, ok bool) {
 	n := sz.wl5N
 	wl5N = n
 	wl5Count.Store(0)
@@ -54,19 +56,21 @@ func wl5Try(delayNs int64) (rate float64, ok bool) {
 	if overran != 0 {
 		note("WL5 impl=%s: scheduling %d timers took longer than the %d ms delay; retrying "+
 			"with twice the delay", impl, n, delayNs/ms)
-		return 0, false
+		return 0, 0, false
 	}
-	return float64(n) / secs(max64(1, wl5Last.Load()-wl5First.Load())), true
+	first := wl5First.Load()
+	return float64(n) / secs(max64(1, wl5Last.Load()-first)), float64(first-due) / 1e6, true
 }
 
 func wl5Burst() {
 	delay := wl5BaseDelayNs
 	for {
-		if rate, ok := wl5Try(delay); ok {
+		if rate, firstMs, ok := wl5Try(delay); ok {
 			if delay != wl5BaseDelayNs {
 				note("WL5 impl=%s: common delay was %d ms", impl, delay/ms)
 			}
 			line("WL5 burst impl=%s callbacks_per_s=%.0f callbacks/s", impl, rate)
+			line("WL5 first impl=%s first_callback_after_deadline_ms=%.3f ms", impl, firstMs)
 			return
 		}
 		if delay *= 2; delay > 20*sec {

@@ -5,6 +5,10 @@
 //
 //	gobench [--wl LIST] [--repeat N] [--p P] [--n N] [--quick]
 //
+// --wl takes WORKLOADS.md's ids 1-6 and 1b, twbench's WL1 in blocks of 16
+// with the batch calls: Go's timers have no batch call, so 1b prints n/a
+// lines (the table's row keeps a cell for go).
+//
 // The operations: time.AfterFunc arms a timer; Timer.Stop cancels it (true
 // iff the call stopped a pending timer; false if it had fired, its callback
 // then already started on a goroutine of its own, or had been stopped);
@@ -93,29 +97,38 @@ var (
 	wl1OnlyP int    // --p: WL1 with this P only
 )
 
+// wlIDs are the workloads in the order they run, as twbench.c's.
+var wlIDs = []string{"1", "1b", "2", "3", "4", "5", "6"}
+
 func usage() {
 	fmt.Fprint(os.Stderr, `usage: gobench [--wl LIST] [--repeat N] [--p P] [--n N] [--quick]
-  --wl      workloads, e.g. 1,3,5 or WL2 (default 1,2,3,4,5,6)
+  --wl      workloads, e.g. 1,3,5 or WL2; 1b (WL1 in blocks of 16) is n/a
+            here (default 1,1b,2,3,4,5,6)
   --repeat  run each selected workload N times (default 1)
-  --p       WL1 with P = 1, 2 or 8 producers only (default all three)
+  --p       WL1 (and 1b) with P = 1, 2 or 8 producers only (default all three)
   --n       WL2 at this N only (default both sizes)
   --quick   scaled-down sizes and durations (smoke run)
 `)
 	os.Exit(2)
 }
 
-// parseWorkloads marks the workloads of a list like "1,3,WL5".
-func parseWorkloads(list string, wl *[7]bool) {
+// parseWorkloads marks the workloads of a list like "1,3,WL5" (indices
+// into wlIDs).
+func parseWorkloads(list string, wl []bool) {
 	for _, t := range strings.Split(list, ",") {
 		if len(t) >= 2 && strings.EqualFold(t[:2], "WL") {
 			t = t[2:]
 		}
-		v, err := strconv.Atoi(t)
-		if err != nil || v < 1 || v > 6 {
+		found := false
+		for i, id := range wlIDs {
+			if strings.EqualFold(t, id) {
+				wl[i], found = true, true
+			}
+		}
+		if !found {
 			fmt.Fprintf(os.Stderr, "gobench: unknown workload '%s'\n", t)
 			usage()
 		}
-		wl[v] = true
 	}
 }
 
@@ -127,8 +140,8 @@ func argValue(args []string, i int) string {
 	return args[i+1]
 }
 
-func parseArgs(args []string) (wl [7]bool, repeat int) {
-	repeat = 1
+func parseArgs(args []string) (wl []bool, repeat int) {
+	wl, repeat = make([]bool, len(wlIDs)), 1
 	anyWl := false
 	for i := 0; i < len(args); i++ {
 		var err error
@@ -141,7 +154,7 @@ func parseArgs(args []string) (wl [7]bool, repeat int) {
 				usage()
 			}
 		case "--wl":
-			parseWorkloads(argValue(args, i), &wl)
+			parseWorkloads(argValue(args, i), wl)
 			anyWl = true
 		case "--repeat":
 			repeat, err = strconv.Atoi(argValue(args, i))
@@ -167,22 +180,30 @@ func parseArgs(args []string) (wl [7]bool, repeat int) {
 		i++
 	}
 	if !anyWl {
-		for w := 1; w <= 6; w++ {
+		for w := range wl {
 			wl[w] = true
 		}
 	}
 	return wl, repeat
 }
 
-func runWorkload(w int) {
+func runWorkload(w string) {
 	switch w {
-	case 1:
+	case "1":
 		for _, p := range []int{1, 2, 8} {
 			if wl1OnlyP == 0 || wl1OnlyP == p {
 				wl1Churn(p)
 			}
 		}
-	case 2:
+	case "1b":
+		// WL1 in blocks of 16 is timerwheel's (tw_schedule_many,
+		// tw_cancel_many): Go's timers have no batch call.
+		for _, p := range []int{1, 2, 8} {
+			if wl1OnlyP == 0 || wl1OnlyP == p {
+				line("WL1b churn16 impl=%s P=%d ops_per_s=n/a ops/s", impl, p)
+			}
+		}
+	case "2":
 		switch {
 		case !emit:
 			wl2Pending(wl2WarmupN)
@@ -193,18 +214,18 @@ func runWorkload(w int) {
 				wl2Pending(n)
 			}
 		}
-	case 3:
+	case "3":
 		wl3Accuracy()
 		// The 100 us tick variant is timerwheel's: Go's timers have no
 		// tick (they fire at the deadline itself, as the 1 ms rows show).
 		for _, q := range wl3Quantiles {
 			line("WL3 accuracy impl=%s tick_us=100 %s=n/a ms", impl, q.name)
 		}
-	case 4:
+	case "4":
 		wl4Idle()
-	case 5:
+	case "5":
 		wl5Burst()
-	case 6:
+	case "6":
 		wl6Touch()
 	}
 }
@@ -218,11 +239,11 @@ func main() {
 	}
 	fmt.Fprintf(os.Stderr, "gobench: impl=go (%s, GOMAXPROCS=%d, callbacks on: a goroutine each)%s\n",
 		runtime.Version(), runtime.GOMAXPROCS(0), quick)
-	for w := 1; w <= 6; w++ {
-		if !wl[w] {
+	for i, w := range wlIDs {
+		if !wl[i] {
 			continue
 		}
-		if w != 4 { // warm-up at --quick size, output suppressed
+		if w != "4" { // warm-up at --quick size, output suppressed
 			sz, emit = &quickSizes, false
 			runWorkload(w)
 			sz, emit = measured, true

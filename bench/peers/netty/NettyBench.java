@@ -13,6 +13,10 @@
  *   java -cp <classes>:/usr/share/java/netty-common.jar NettyBench
  *        [--impl netty|jdktimer] [--wl LIST] [--repeat N] [--n N] [--quick]
  *
+ * --wl takes WORKLOADS.md's ids 1-6 and 1b, twbench's WL1 in blocks of 16
+ * with the batch calls: neither peer has a batch call, so 1b prints n/a
+ * lines (the table's row keeps a cell for each).
+ *
  * --n runs WL2 at that N only: run.sh measures each N in a fresh JVM, since
  * a heap grown and touched by one size stays resident and would hide the
  * next size's RSS. WL2's warm-up schedules only 10,000 timers for that
@@ -603,8 +607,11 @@ public final class NettyBench {
             wl5Last = System.nanoTime();
     };
 
-    /* One burst, all deadlines at base + delayNs; -1 when scheduling overran. */
-    static double wl5Try(long delayNs) {
+    /* One burst, all deadlines at base + delayNs: {callbacks/s, the first
+     * callback's start minus that common deadline in ms (as twbench.c's;
+     * negative would be a fire before it)}, or null when scheduling
+     * overran. */
+    static double[] wl5Try(long delayNs) {
         int n = sz.wl5N;
         Peer timer = newTimer();
         wl5N = n;
@@ -630,22 +637,24 @@ public final class NettyBench {
         if (overran != 0) {
             note("WL5 impl=%s: scheduling %d timers took longer than the %d ms delay; retrying with "
                     + "twice the delay", impl, n, delayNs / MS);
-            return -1;
+            return null;
         }
-        return n / (Math.max(1, wl5Last - wl5First) / 1e9);
+        long first = wl5First;
+        return new double[] {n / (Math.max(1, wl5Last - first) / 1e9), (first - due) / 1e6};
     }
 
     static void wl5() {
         long delay = WL5_BASE_DELAY_NS;
-        double rate;
-        while ((rate = wl5Try(delay)) < 0) {
+        double[] r;
+        while ((r = wl5Try(delay)) == null) {
             delay *= 2;
             if (delay > 20 * SEC)
                 fail("WL5", "cannot schedule %d timers within 20 s", sz.wl5N);
         }
         if (delay != WL5_BASE_DELAY_NS)
             note("WL5 impl=%s: common delay was %d ms", impl, delay / MS);
-        line("WL5 burst impl=%s callbacks_per_s=%.0f callbacks/s", impl, rate);
+        line("WL5 burst impl=%s callbacks_per_s=%.0f callbacks/s", impl, r[0]);
+        line("WL5 first impl=%s first_callback_after_deadline_ms=%.3f ms", impl, r[1]);
     }
 
     /* ---- WL6 touch ------------------------------------------------------------------------ */
@@ -705,10 +714,20 @@ public final class NettyBench {
 
     /* ---- main ----------------------------------------------------------------------------- */
 
-    static void run(int wl) {
+    /* The workloads in the order they run, as twbench.c's: WORKLOADS.md's
+     * six, and 1b, twbench's WL1 in blocks of 16 with the batch calls. */
+    static final String[] WL_IDS = {"1", "1b", "2", "3", "4", "5", "6"};
+
+    static void run(String wl) {
         switch (wl) {
-            case 1: wl1(); break;
-            case 2:
+            case "1": wl1(); break;
+            case "1b":
+                /* timerwheel's batch calls (tw_schedule_many, tw_cancel_many):
+                 * neither Netty nor java.util.Timer has one. */
+                for (int p : new int[] {1, 2, 8})
+                    line("WL1b churn16 impl=%s P=%d ops_per_s=n/a ops/s", impl, p);
+                break;
+            case "2":
                 if (!emit)
                     wl2(WL2_WARMUP_N);
                 else if (wl2OnlyN != 0)
@@ -717,7 +736,7 @@ public final class NettyBench {
                     for (int n : sz.wl2N)
                         wl2(n);
                 break;
-            case 3:
+            case "3":
                 wl3();
                 /* The 100 us tick variant is timerwheel's; HashedWheelTimer
                  * sleeps in whole milliseconds, so it cannot tick faster, and
@@ -725,20 +744,22 @@ public final class NettyBench {
                 for (String q : new String[] {"lateness_p50", "lateness_p99", "lateness_p999", "lateness_max"})
                     line("WL3 accuracy impl=%s tick_us=100 %s=n/a ms", impl, q);
                 break;
-            case 4: wl4(); break;
-            case 5: wl5(); break;
-            case 6: wl6(); break;
+            case "4": wl4(); break;
+            case "5": wl5(); break;
+            case "6": wl6(); break;
             default: throw new IllegalArgumentException();
         }
     }
 
     static void usage() {
-        System.err.println("usage: NettyBench [--impl netty|jdktimer] [--wl LIST] [--repeat N] [--n N] [--quick]");
+        System.err.println("usage: NettyBench [--impl netty|jdktimer] [--wl LIST] [--repeat N] [--n N] [--quick]\n"
+                + "  --wl  workloads, e.g. 1,3,5 or WL2; 1b (WL1 in blocks of 16) is n/a here\n"
+                + "        (default 1,1b,2,3,4,5,6)");
         System.exit(2);
     }
 
     public static void main(String[] args) {
-        boolean[] wl = new boolean[7];
+        boolean[] wl = new boolean[WL_IDS.length];
         boolean anyWl = false;
         int repeat = 1;
         for (int i = 0; i < args.length; i++) {
@@ -757,13 +778,10 @@ public final class NettyBench {
                     for (String t : args[i].split(",")) {
                         if (t.regionMatches(true, 0, "WL", 0, 2))
                             t = t.substring(2);
-                        int v;
-                        try {
-                            v = Integer.parseInt(t);
-                        } catch (NumberFormatException e) {
-                            v = 0;
-                        }
-                        if (v < 1 || v > 6)
+                        int v = 0;
+                        while (v < WL_IDS.length && !WL_IDS[v].equalsIgnoreCase(t))
+                            v++;
+                        if (v == WL_IDS.length)
                             usage();
                         wl[v] = anyWl = true;
                     }
@@ -781,16 +799,17 @@ public final class NettyBench {
             }
         }
         if (!anyWl)
-            Arrays.fill(wl, 1, 7, true);
+            Arrays.fill(wl, true);
         Sizes measured = sz;
         System.err.println("nettybench: impl=" + impl + (impl.equals("jdktimer")
                 ? " (java.util.Timer, delays in ms rounded up + 1, callbacks on: its timer thread)"
                 : " (HashedWheelTimer 1 ms x 1024, callbacks on: wheel thread)")
                 + (sz == QUICK ? " --quick" : ""));
-        for (int w = 1; w <= 6; w++) {
-            if (!wl[w])
+        for (int i = 0; i < WL_IDS.length; i++) {
+            String w = WL_IDS[i];
+            if (!wl[i])
                 continue;
-            if (w != 4) {             /* warm-up at --quick size, output suppressed */
+            if (!w.equals("4")) {     /* warm-up at --quick size, output suppressed */
                 sz = QUICK;
                 emit = false;
                 run(w);
