@@ -3,12 +3,14 @@
  * thousand loopback connections and check its idle timeouts.
  *
  *     idle_server_test <path to idle_server> [--connections N] [--idle-ms M]
+ *                      [--loop]
  *
- * The server runs with --idle-ms M (default 300) --heartbeat-ms M/6. The
- * connections (N, default 2500; fewer if RLIMIT_NOFILE's hard limit is
- * lower, the soft limit is raised to it) are of four kinds, each first
- * sending one byte and waiting for its echo (so that the server has
- * accepted it):
+ * The server runs with --idle-ms M (default 300) --heartbeat-ms M/6, and
+ * --loop if given (its one-thread mode: the same checks, plus two of its
+ * own, below). The connections (N, default 2500; fewer if RLIMIT_NOFILE's
+ * hard limit is lower, the soft limit is raised to it) are of four kinds,
+ * each first sending one byte and waiting for its echo (so that the server
+ * has accepted it):
  *
  *   idle    (60%) then silent: the server must close it (read returns 0 or
  *           ECONNRESET) no earlier than M ms after that byte was sent and at
@@ -18,18 +20,39 @@
  *           closed as above, counted from its last byte (its timeout was
  *           pushed back each time). Precisely, "never early" is checked from
  *           the last byte whose echo came back: the server echoes a read
- *           only after tw_reschedule pushed the timeout back.
+ *           only after it pushed the timeout back (tw_reschedule, or
+ *           tw_reschedule_at with --loop).
  *   active  (20%) sends a byte every M/6 ms until the end: never closed.
  *   reset   (16) active until all are up, then sends without reading until
- *           its send has blocked for 30 ms with its own receive queue full
- *           (the server has stopped reading it, its echo buffer full of
- *           unsent data), then vanishes with an RST (SO_LINGER 0).
+ *           the server has stopped reading it, its echo buffer full of
+ *           unsent data, then vanishes with an RST (SO_LINGER 0).
  *
  * Then: the server still runs, the active ones still echo, a new connection
  * is served, and after SIGTERM the server exits 0 and its statistics agree:
  * accepted == all, idle_closed == idle + quit exactly, early_closes == 0,
- * error_closed >= reset, unsent_at_error >= 1. Connections are opened 256 at
- * a time (non-blocking connects), so the accept queue never overflows.
+ * error_closed >= reset, unsent_at_error >= reset. With --loop also
+ * wake_fd_wakes == 0 (nothing but the loop arms timers, and tw_next_due
+ * empties the descriptor before every epoll_wait) and early_wakes == 0 (the
+ * loop's timeout, rounded up to whole ms, never ends before the due time).
+ * Connections are opened 256 at a time (non-blocking connects), so the
+ * accept queue never overflows.
+ *
+ * When a reset client vanishes. Nothing the client sees tells it that the
+ * server has stopped reading: the server's socket send buffer grows to
+ * tcp_wmem's maximum (4 MiB by default), so the server reads and echoes
+ * megabytes, 4 KiB per wake-up, before its own echo buffer fills, while the
+ * client's send blocks for long stretches meanwhile (the server's receive
+ * window reopens only in large steps). A client that vanished after its
+ * send had blocked for 30 ms did so, when the server ran slowly (ASan, a
+ * loaded machine), while the server was still reading, its echo buffer
+ * empty: unsent_at_error fell below 16, once to 0. So the test looks at the
+ * server's side: it finds the server's socket for the connection (its
+ * inode, from NETLINK_SOCK_DIAG as `ss` does) and the server's epoll
+ * registration for that socket in /proc/<pid>/fdinfo. The server watches a
+ * connection for EPOLLOUT without EPOLLIN exactly when its echo buffer is
+ * full (idle_server.c, flush), and it stays full since the client reads
+ * nothing. The client vanishes then, within about 10 ms, well inside the
+ * idle timeout the server's last read of it armed.
  *
  * Starvation. An active connection is only safe if both processes run at
  * least every 5M/6 ms or so. On a machine so loaded that they do not (the
@@ -37,7 +60,8 @@
  * seeing a heartbeat), a run that failed only in ways a stall explains is
  * inconclusive and is repeated, up to 3 runs. Never excused: an idle close
  * earlier than the timeout (seen by the client or by the server), a crash, a
- * non-zero exit, a new connection not served. Bounded: a run gives up after
+ * non-zero exit, a new connection not served, with --loop a wake-up by
+ * tw_wake_fd or an early one. Bounded: a run gives up after
  * 4 s + 8M, the final checks take at most 9 s more, and a new run starts
  * only if it would still end within 30 s.
  * Exit status 0 pass, 1 fail, 2 usage.
@@ -46,9 +70,13 @@
 #define _GNU_SOURCE
 #endif
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <linux/inet_diag.h>
+#include <linux/netlink.h>
+#include <linux/sock_diag.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -59,7 +87,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -80,6 +107,7 @@ static int idle_ms = 300;                 /* --idle-ms */
 #define FINAL_CHECKS_MS 9000
 #define ATTEMPTS 3
 #define SENT_RING 64
+#define LOOK_EVERY_MS 10   /* /proc/<pid>/fdinfo of the server's epoll set */
 
 enum kind { K_IDLE, K_QUIT, K_ACTIVE, K_RESET };
 static const char *kind_name[] = { "idle", "quit", "active", "reset" };
@@ -102,7 +130,8 @@ struct client {
     uint64_t next_send;
     uint64_t closed_at;   /* time read just after the close was seen */
     uint64_t blasted;     /* reset: bytes sent */
-    uint64_t stalled_at;  /* reset: its send has blocked since then (0: not) */
+    unsigned long server_ino; /* reset: inode of the server's socket for it */
+    bool server_full;     /* reset: the server watches it for EPOLLOUT alone */
     uint32_t n_sent, n_echoed;      /* bytes sent (before the blast), echoed */
     uint64_t sent_at[SENT_RING];    /* send time of byte i at [i % SENT_RING] */
 };
@@ -123,6 +152,7 @@ static uint64_t last_echoed_send(const struct client *c)
 static int hard_failures, soft_failures;
 static pid_t server_pid = -1;
 static struct sockaddr_in server_addr;
+static bool loop_mode;                    /* --loop */
 
 static uint64_t now_ns(void)
 {
@@ -172,7 +202,7 @@ static unsigned start_server(const char *path, int *out_fd)
         snprintf(idle, sizeof idle, "%d", IDLE_MS);
         snprintf(hb, sizeof hb, "%d", HEARTBEAT_MS);
         execl(path, path, "--port", "0", "--idle-ms", idle, "--heartbeat-ms", hb,
-              (char *)NULL);
+              loop_mode ? "--loop" : (char *)NULL, (char *)NULL);
         perror("exec idle_server");
         _exit(127);
     }
@@ -296,6 +326,130 @@ static void vanish(int ep, struct client *c)
     c->state = S_GONE;
 }
 
+/* ---- the server's side of a reset connection (sock_diag, /proc) ---------- */
+
+/* The inode of the server's socket for the connection whose client end has
+ * local port cport: one NETLINK_SOCK_DIAG lookup of the exact 4-tuple (as
+ * `ss` does; the server's end: source 127.0.0.1:server port, destination
+ * 127.0.0.1:cport). */
+static unsigned long server_socket_inode(int nl, unsigned cport)
+{
+    struct {
+        struct nlmsghdr nh;
+        struct inet_diag_req_v2 r;
+    } req;
+    memset(&req, 0, sizeof req);
+    req.nh.nlmsg_len = sizeof req;
+    req.nh.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+    req.nh.nlmsg_flags = NLM_F_REQUEST;
+    req.r.sdiag_family = AF_INET;
+    req.r.sdiag_protocol = IPPROTO_TCP;
+    req.r.idiag_states = ~0u;
+    req.r.id.idiag_sport = server_addr.sin_port;
+    req.r.id.idiag_dport = htons((uint16_t)cport);
+    req.r.id.idiag_src[0] = htonl(INADDR_LOOPBACK);
+    req.r.id.idiag_dst[0] = htonl(INADDR_LOOPBACK);
+    req.r.id.idiag_cookie[0] = req.r.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
+    if (send(nl, &req, sizeof req, 0) != (ssize_t)sizeof req)
+        fatal("sock_diag: send");
+    union {
+        struct nlmsghdr nh;
+        char buf[4096];
+    } ans;
+    ssize_t n = recv(nl, &ans, sizeof ans, 0);
+    if (n < (ssize_t)NLMSG_LENGTH(sizeof(struct inet_diag_msg)) ||
+        ans.nh.nlmsg_type != SOCK_DIAG_BY_FAMILY) {
+        errno = n < 0 ? errno : ENOENT;
+        fatal("sock_diag: the server's socket for a reset connection");
+    }
+    return ((const struct inet_diag_msg *)NLMSG_DATA(&ans.nh))->idiag_inode;
+}
+
+/* Fill server_ino for every reset client. */
+static void find_server_sockets(struct client *cl, long total)
+{
+    int nl = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+    if (nl < 0)
+        fatal("socket(NETLINK_SOCK_DIAG)");
+    for (long i = 0; i < total; i++) {
+        struct sockaddr_in a;
+        socklen_t len = sizeof a;
+        if (cl[i].kind != K_RESET)
+            continue;
+        if (getsockname(cl[i].fd, (struct sockaddr *)&a, &len) != 0)
+            fatal("getsockname");
+        cl[i].server_ino = server_socket_inode(nl, ntohs(a.sin_port));
+    }
+    close(nl);
+}
+
+/* The server's epoll set, described by /proc/<pid>/fdinfo/<its fd>: opened
+ * once, read again from offset 0 by each look (the kernel keeps the buffer
+ * it grew to for the description, so a look walks the set once). */
+static int open_server_epoll_info(void)
+{
+    char dir[64], path[320], target[64];
+    snprintf(dir, sizeof dir, "/proc/%d/fd", (int)server_pid);
+    DIR *d = opendir(dir);
+    if (!d)
+        fatal(dir);
+    int epfd = -1;
+    for (struct dirent *e; epfd < 0 && (e = readdir(d));) {
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        ssize_t n = readlink(path, target, sizeof target - 1);
+        if (n > 0) {
+            target[n] = 0;
+            if (!strcmp(target, "anon_inode:[eventpoll]"))
+                epfd = atoi(e->d_name);
+        }
+    }
+    closedir(d);
+    if (epfd < 0) {
+        errno = ENOENT;
+        fatal("the server's epoll descriptor in /proc");
+    }
+    snprintf(path, sizeof path, "/proc/%d/fdinfo/%d", (int)server_pid, epfd);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        fatal(path);
+    return fd;
+}
+
+/* Set server_full for the blasting reset clients whose socket the server's
+ * epoll set watches for EPOLLOUT without EPOLLIN: its echo buffer is full.
+ * One line per watched fd: "tfd: FD events: MASK data: DATA  pos:P ino:INODE
+ * sdev:DEV" (hex MASK and INODE). */
+static void look_at_server(struct client *cl, long total, int info)
+{
+    static char *buf;
+    static size_t cap;
+    size_t len = 0;
+    ssize_t n;
+    if (lseek(info, 0, SEEK_SET) != 0)
+        fatal("lseek(fdinfo)");
+    do {
+        if (cap - len < 65536 && !(buf = realloc(buf, cap = 2 * cap + 65536)))
+            fatal("realloc");
+        n = read(info, buf + len, cap - len - 1);
+        len += n > 0 ? (size_t)n : 0;
+    } while (n > 0);
+    if (n < 0)
+        fatal("read(fdinfo)");
+    buf[len] = 0;
+    for (char *line = buf; (line = strstr(line, "tfd:")); line++) {
+        char *ev = strstr(line, "events:"), *ino = strstr(line, "ino:");
+        if (!ev || !ino)
+            break;
+        unsigned long mask = strtoul(ev + 7, NULL, 16);
+        if (!(mask & EPOLLOUT) || (mask & EPOLLIN))
+            continue;
+        unsigned long inode = strtoul(ino + 4, NULL, 16);
+        for (long i = 0; i < total; i++)
+            if (cl[i].kind == K_RESET && cl[i].state == S_BLAST && cl[i].server_ino == inode)
+                cl[i].server_full = true;
+    }
+}
+
 /* The value of `key` in the server's "idle_server: stats ..." line. */
 static double stat_of(const char *line, const char *key)
 {
@@ -329,8 +483,8 @@ static bool run(const char *server, long total)
         n_kind[cl[i].kind]++;
     }
     printf("idle_server_test: %ld connections: %ld idle, %ld quit, %ld active, %ld reset; "
-           "timeout %d ms\n", total, n_kind[K_IDLE], n_kind[K_QUIT], n_kind[K_ACTIVE],
-           n_kind[K_RESET], IDLE_MS);
+           "timeout %d ms; server mode %s\n", total, n_kind[K_IDLE], n_kind[K_QUIT],
+           n_kind[K_ACTIVE], n_kind[K_RESET], IDLE_MS, loop_mode ? "--loop" : "threaded");
 
     int ep = epoll_create1(EPOLL_CLOEXEC);
     if (ep < 0)
@@ -340,6 +494,9 @@ static bool run(const char *server, long total)
     long next_new = 0, connecting = 0, up = 0;
     bool blasting = false;
     uint64_t end_at = 0;
+    int server_info = -1;            /* its epoll set's fdinfo (reset clients) */
+    uint64_t last_look = 0;
+    long full_resets = 0;            /* vanished with the server's buffer full */
     struct epoll_event evs[512];
     for (;;) {
         uint64_t now = now_ns();
@@ -357,7 +514,7 @@ static bool run(const char *server, long total)
             start_connect(ep, &cl[next_new++]);
             connecting++;
         }
-        bool resets_pending = false, idle_open = false;
+        bool resets_pending = false, idle_open = false, look = false;
         for (long i = 0; i < total; i++) {
             struct client *c = &cl[i];
             /* Sends: active, quit (for a while), reset (until the blast). */
@@ -384,18 +541,18 @@ static bool run(const char *server, long total)
                     ssize_t n = send(c->fd, junk, sizeof junk, MSG_NOSIGNAL | MSG_DONTWAIT);
                     if (n > 0) {
                         c->blasted += (uint64_t)n;
-                        c->stalled_at = 0;
                         continue;
                     }
                     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-                        /* Blocked for 30 ms: the server has stopped reading,
-                         * its echo buffer full of data it cannot send. */
-                        int queued = 0;
-                        ioctl(c->fd, FIONREAD, &queued);
-                        if (c->stalled_at == 0)
-                            c->stalled_at = now;
-                        else if (now - c->stalled_at >= 30 * MS && queued >= 1024)
-                            vanish(ep, c); /* and our receive queue is full */
+                        /* Blocked. Vanish once the server has stopped
+                         * reading, its echo buffer full of data it cannot
+                         * send (see the top of the file); until then, look. */
+                        if (c->server_full) {
+                            vanish(ep, c);
+                            full_resets++;
+                        } else {
+                            look = true;
+                        }
                     } else {
                         fail(false, "reset connection: send: %s", strerror(errno));
                         vanish(ep, c);
@@ -403,6 +560,10 @@ static bool run(const char *server, long total)
                     break;
                 }
             }
+        }
+        if (look && now - last_look >= LOOK_EVERY_MS * MS) {
+            look_at_server(cl, total, server_info);
+            last_look = now;
         }
         if (blasting && !resets_pending && end_at == 0) {
             /* Up, resets gone: run on until the last quit ones have timed
@@ -442,12 +603,21 @@ static bool run(const char *server, long total)
                     connecting--;
                 if (before == S_HELLO && c->state == S_UP && ++up == total) {
                     blasting = true;
+                    find_server_sockets(cl, total);
+                    server_info = open_server_epoll_info();
                     printf("idle_server_test: all up after %.0f ms\n",
                            (double)(now_ns() - t0) / 1e6);
                 }
             }
         }
     }
+
+    uint64_t blasted = 0;
+    for (long i = 0; i < total; i++)
+        blasted += cl[i].blasted;
+    printf("idle_server_test: %ld of %ld reset connections vanished with the server's echo "
+           "buffer full (%.1f MiB sent by them)\n", full_resets, n_kind[K_RESET],
+           (double)blasted / 1048576);
 
     /* The server survived the resets: it still runs, every active one still
      * echoes (all probes sent first, each pushing its timeout back, then
@@ -537,6 +707,8 @@ static bool run(const char *server, long total)
         if (cl[i].fd >= 0)
             close(cl[i].fd);
     close(ep);
+    if (server_info >= 0)
+        close(server_info);
     kill(server_pid, SIGTERM);
     char out[4096];
     size_t len = 0;
@@ -578,8 +750,18 @@ static bool run(const char *server, long total)
         if (errs < (double)n_kind[K_RESET])
             fail(false, "the server closed %.0f on errors, expected >= %ld (resets)", errs,
                  n_kind[K_RESET]);
-        if (unsent < 1)
-            fail(false, "no reset connection had unsent data on the server");
+        if (unsent < (double)full_resets)
+            fail(false, "%.0f connections ended by an error with unsent data on the server, "
+                 "expected >= %ld (resets with the echo buffer full)", unsent, full_resets);
+        if (full_resets < n_kind[K_RESET])
+            fail(false, "%ld of %ld reset connections vanished with the server's echo "
+                 "buffer full", full_resets, n_kind[K_RESET]);
+        if (loop_mode && stat_of(line, "wake_fd_wakes") != 0)
+            fail(true, "the one-thread loop was woken by tw_wake_fd (%.0f times), though "
+                 "no other thread arms timers", stat_of(line, "wake_fd_wakes"));
+        if (loop_mode && stat_of(line, "early_wakes") != 0)
+            fail(true, "the loop's epoll_wait timed out before the due time %.0f times",
+                 stat_of(line, "early_wakes"));
         double ran_ms = (double)(now_ns() - t0) / 1e6;
         if (beats < ran_ms / HEARTBEAT_MS / 4 || beats > ran_ms / HEARTBEAT_MS + 2)
             fail(false, "%.0f heartbeats in %.0f ms (every %d ms)", beats, ran_ms, HEARTBEAT_MS);
@@ -596,7 +778,7 @@ int main(int argc, char **argv)
 {
     if (argc < 2) {
         fprintf(stderr, "usage: idle_server_test <idle_server> [--connections N] "
-                        "[--idle-ms M]\n");
+                        "[--idle-ms M] [--loop]\n");
         return 2;
     }
     long want = 2500;
@@ -605,12 +787,14 @@ int main(int argc, char **argv)
             want = strtol(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--idle-ms") && i + 1 < argc)
             idle_ms = (int)strtol(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--loop"))
+            loop_mode = true;
         else
             want = 0;
     }
     if (want <= 0 || idle_ms < 60 || idle_ms > 10000) {
         fprintf(stderr, "usage: idle_server_test <idle_server> [--connections N] "
-                        "[--idle-ms M (60 .. 10000)]\n");
+                        "[--idle-ms M (60 .. 10000)] [--loop]\n");
         return 2;
     }
     signal(SIGPIPE, SIG_IGN);
