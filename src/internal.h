@@ -69,6 +69,8 @@ enum {
                              timer's re-arm (stress/periodic_handover.c) */
     TW_RARE_RAN_AWAY,     /* a producer stalled across 2^29 rotations dropped
                              its reservation (wheel.c; tests/test_stall.c) */
+    TW_RARE_EARLY_CLAIM,  /* a large slot was claimed before its tick (wheel.c,
+                             early claims; tests/test_workers.c) */
     TW_RARE_COUNT
 };
 
@@ -416,6 +418,9 @@ typedef struct tw_wheel {
                                     claimed timer that has not left FIRING */
     uint64_t due_from;           /* drainer: step_from of the last step */
     uint64_t claimed;            /* drainer: claims not yet counted in `claims` */
+    tw_vec staged;               /* drainer: (key, handle) pairs claimed early for
+                                    staged_tick (wheel.c, early claims) */
+    uint64_t staged_tick;
     uint64_t step_min_tick;      /* drainer: least deadline tick claimed in it */
     /* Drainer-private (the cursor thread, or the tw_advance caller). */
     uint64_t removed;        /* positions drained or compacted, ever */
@@ -451,6 +456,11 @@ uint64_t tw__wheel_overflowed(tw_service *s);
 uint64_t tw__wheel_entries(tw_service *s);
 /* The earliest tick after cur with work, or UINT64_MAX. Drainer only. */
 uint64_t tw__wheel_next_work(tw_service *s);
+/* Early claims (wheel.c; the cursor, with a worker pool): the entries in
+ * T's level-0 slot if they are enough to claim before T (else 0); claim
+ * them, for the step to T to hand over first. */
+uint64_t tw__wheel_big_slot(tw_service *s, uint64_t T);
+void tw__wheel_claim_early(tw_service *s, uint64_t T);
 /* After a step (drainer only): compact slots while the wheel holds more
  * entries than twice the pending timers plus compact_slack. True if
  * it is still over after this round (call again soon). */

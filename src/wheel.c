@@ -233,6 +233,7 @@ void tw__wheel_fini(tw_wheel *w)
     free((void *)w->grew);
     tw__vec_free(&w->taken);
     tw__vec_free(&w->due);
+    tw__vec_free(&w->staged);
     tw__vec_free(&w->spare);
     free(w->counts);
     w->counts = NULL;
@@ -440,6 +441,7 @@ static void count_removed(tw_wheel *w, uint32_t n)
 }
 
 static void take_entries(tw_service *s, uint64_t T);
+static void hand_over_staged(tw_service *s, uint64_t T);
 
 /* Drain slot (l, i), every lane, and claim or re-place what it held: a
  * chunk of TW_DRAIN_CHUNK positions at a time, so that a slot of a
@@ -620,7 +622,7 @@ void tw__claim_floor_set(tw_service *s, uint64_t tick)
  * in the wheel or about to be). Only a current entry is re-placed, and
  * with its own tag, so the entries of a timer never outnumber its
  * placements however often it moves. */
-static void take_entry(tw_service *s, uint64_t v, uint64_t T)
+static void take_entry(tw_service *s, uint64_t v, uint64_t T, tw_vec *into, uint64_t keep_at)
 {
     uint32_t idx = (uint32_t)v;
     tw_record *rec = tw__rec(&s->rec, idx);
@@ -635,7 +637,7 @@ static void take_entry(tw_service *s, uint64_t v, uint64_t T)
              * this entry alive at the next tick, tag and all; if the holder
              * places the timer itself, that placement's new tag retires it. */
             tw__count_rare(s, TW_RARE_LEASE_MET);
-            place_or_die(s, v, T + 1);
+            place_or_die(s, v, keep_at);
             return;
         }
         /* Relaxed: ordered by the acquire of st; the CAS below fails if a
@@ -655,8 +657,8 @@ static void take_entry(tw_service *s, uint64_t v, uint64_t T)
             if (k < s->wheel.step_min_tick)
                 s->wheel.step_min_tick = k;
             s->wheel.claimed++;
-            tw__vec_push(&s->wheel.due, due_order_key(s, deadline, k));
-            tw__vec_push(&s->wheel.due, tw__handle(tw__gen(st), idx));
+            tw__vec_push(into, due_order_key(s, deadline, k));
+            tw__vec_push(into, tw__handle(tw__gen(st), idx));
             return;
         }
     }
@@ -679,9 +681,8 @@ static bool due_in_order(const tw_vec *due)
 
 /* Keys within TW_ORDER_SPAN of each other (a tick or a few, the common
  * case) are ordered by counting, in two passes; wider ranges by qsort. */
-static bool order_by_counting(tw_wheel *w)
+static bool order_by_counting(tw_wheel *w, tw_vec *due)
 {
-    tw_vec *due = &w->due;
     uint64_t lo = UINT64_MAX, hi = 0;
     for (size_t i = 0; i < due->n; i += 2) {
         lo = due->v[i] < lo ? due->v[i] : lo;
@@ -715,12 +716,17 @@ static bool order_by_counting(tw_wheel *w)
 /* Earliest first. Often the list is in order already (level-0 slots drain
  * in epoch order, a burst's deadlines are one key), and one pass finds
  * out. Otherwise it is sorted, stably by counting when the keys are close. */
+static void order_list(tw_wheel *w, tw_vec *list)
+{
+    if (due_in_order(list))
+        return;
+    if (!order_by_counting(w, list))
+        qsort(list->v, list->n / 2, 2 * sizeof(uint64_t), by_key);
+}
+
 static void order_due(tw_wheel *w)
 {
-    if (due_in_order(&w->due))
-        return;
-    if (!order_by_counting(w))
-        qsort(w->due.v, w->due.n / 2, 2 * sizeof(uint64_t), by_key);
+    order_list(w, &w->due);
 }
 
 void tw__wheel_step(tw_service *s, uint64_t T)
@@ -738,6 +744,7 @@ void tw__wheel_step(tw_service *s, uint64_t T)
     w->taken.n = 0;
     w->step_min_tick = UINT64_MAX;
     w->due_from = c + 1;
+    hand_over_staged(s, T);
     for (uint32_t l = w->levels; l-- > 0;)
         drain_level(s, l, c, T);
     for (int j = 0; j < LATE_SLOTS; j++) {
@@ -758,12 +765,15 @@ void tw__wheel_step(tw_service *s, uint64_t T)
  * callbacks on this thread, and never inside the step. */
 #define TW_PIPELINE 4096
 
-/* How far ahead take_entries fetches records: a burst's records were last
+/* How far ahead the claims fetch records: a burst's records were last
  * written by the threads that armed them, so each is a cache miss that
  * the prefetch overlaps with the claims before it. */
 #define TAKE_AHEAD 8
 
-static void take_entries(tw_service *s, uint64_t T)
+/* Claim or re-place every entry taken so far (w->taken) for tick T; the
+ * claims go to `into`; an entry whose timer is being moved is kept at
+ * `keep_at` (take_entry). */
+static void claim_taken(tw_service *s, uint64_t T, tw_vec *into, uint64_t keep_at)
 {
     tw_wheel *w = &s->wheel;
     for (size_t n = 0; n < w->taken.n; n++) {
@@ -772,14 +782,114 @@ static void take_entries(tw_service *s, uint64_t T)
             if (ahead)
                 __builtin_prefetch(ahead, 1, 3);
         }
-        take_entry(s, w->taken.v[n], T);
+        take_entry(s, w->taken.v[n], T, into, keep_at);
     }
     w->taken.n = 0;
+}
+
+static void take_entries(tw_service *s, uint64_t T)
+{
+    tw_wheel *w = &s->wheel;
+    claim_taken(s, T, &w->due, T + 1); /* T is being processed: keep at the next */
     if (s->pool.nthreads > 0 && w->due.n / 2 >= TW_PIPELINE) {
         order_due(w);
         count_claims(s, w->due_from);
         tw__deliver_early(s);
     }
+}
+
+/* ---- early claims of a large slot (the cursor, with a worker pool) -------- */
+
+/*
+ * A million timers due in one tick cost the drainer some 40 ns each to
+ * claim (a record it has never seen, by CAS): 40 ms of one core, which the
+ * pipelined step (take_entries) spends while the workers run the first
+ * callbacks, on the cores they need (issue 14: WL5's callbacks/s). So when
+ * the cursor is about to sleep and the next occupied tick's level-0 slot
+ * holds more than TW_EARLY_MIN entries, it claims them before that tick
+ * (tw__wheel_claim_early): the slot is taken as compaction takes it and
+ * reopened for the same epoch; every live entry due at that tick is
+ * claimed (PENDING -> FIRING, counted and under the claim floor as any
+ * claim) into `staged`, the others placed again. The step to that tick
+ * hands `staged` to the workers first, before it drains anything.
+ *
+ * Claimed early, a timer is still pending and behaves as any claimed one:
+ * a cancel frees it (its staged handle then finds nothing to run), a
+ * reschedule takes it back and places it again, tw_stop drops it,
+ * tw_next_due counts it, tw_foreach_pending reports it; a worker still
+ * starts it at its deadline, never before. Nothing about the other ticks
+ * changes: cur does not move, so timers armed meanwhile are due when they
+ * would have been. One tick is staged at a time.
+ */
+#define TW_EARLY_MIN 16384  /* entries in a slot worth claiming early */
+
+static uint64_t slot_entries(const tw_wheel *w, uint32_t l, uint32_t i)
+{
+    uint64_t n = 0;
+    for (uint32_t lane = 0; lane < w->lanes; lane++)
+        n += slot_count_now(slot_at(w, l, i, lane));
+    return n;
+}
+
+uint64_t tw__wheel_big_slot(tw_service *s, uint64_t T)
+{
+    const tw_wheel *w = &s->wheel;
+    if (s->pool.nthreads == 0 || (w->staged.n != 0 && w->staged_tick != T))
+        return 0;
+    uint32_t i = (uint32_t)(T & (w->nslots - 1));
+    /* Relaxed: a hint; the level-0 bit says the slot collects for T. */
+    uint64_t bits = atomic_load_explicit(&w->occ[i / 64], memory_order_relaxed);
+    if (!(bits & (1ull << (i % 64))))
+        return 0;
+    uint64_t n = slot_entries(w, 0, i);
+    return n >= TW_EARLY_MIN ? n : 0;
+}
+
+void tw__wheel_claim_early(tw_service *s, uint64_t T)
+{
+    tw_wheel *w = &s->wheel;
+    /* Relaxed: only the drainer writes cur. */
+    uint64_t c = atomic_load_explicit(&w->cur, memory_order_relaxed);
+    uint32_t i = (uint32_t)(T & (w->nslots - 1));
+    if (T <= c + 1 || next_epoch_after(w, 0, i, c) != T)
+        return; /* the step is next, or the slot is not T's */
+    w->taken.n = 0;
+    w->step_min_tick = UINT64_MAX;
+    w->due_from = c + 1;
+    hands_full(w, c + 1);
+    occupancy_clear(w, 0, i); /* set again by what is placed back */
+    for (uint32_t lane = 0; lane < w->lanes; lane++) {
+        tw_slot *sl = slot_at(w, 0, i, lane);
+        uint32_t count = tw__slot_close(sl);
+        for (uint32_t p = 0; p < count; p += TW_DRAIN_CHUNK) {
+            tw__slot_take(sl, w->cap, p,
+                          count - p < TW_DRAIN_CHUNK ? count : p + TW_DRAIN_CHUNK, &w->taken);
+            claim_taken(s, T, &w->staged, T); /* the slot reopens for T */
+        }
+        tw__slot_reopen(sl, T);
+        count_removed(w, count);
+    }
+    if (w->staged.n != 0)
+        w->staged_tick = T; /* the cursor learns of T from it (tw__wheel_next_work) */
+    tw__count_rare(s, TW_RARE_EARLY_CLAIM);
+    /* Ordered now, off the tick's path: the step hands it over as it is. */
+    order_list(w, &w->staged);
+    count_claims(s, c + 1);
+    hands_empty(w, c + 1);
+}
+
+/* The step to T (>= the staged tick) hands what was claimed early to the
+ * workers before it drains anything. Its claims were counted already. */
+static void hand_over_staged(tw_service *s, uint64_t T)
+{
+    tw_wheel *w = &s->wheel;
+    if (w->staged.n == 0 || w->staged_tick > T)
+        return;
+    tw_vec t = w->due; /* empty: each step starts with an empty list */
+    w->due = w->staged; /* in order (tw__wheel_claim_early) */
+    w->staged = t;
+    w->staged.n = 0;
+    tw__deliver_early(s);
 }
 
 /* ---- compaction (the drainer only) ---------------------------------------- */
@@ -946,7 +1056,7 @@ uint64_t tw__wheel_next_work(tw_service *s)
             TW_SLOT_COUNT_MASK)
             return c + 1;
     }
-    uint64_t best = UINT64_MAX;
+    uint64_t best = w->staged.n ? w->staged_tick : UINT64_MAX; /* claimed early */
     for (uint32_t l = 0; l < w->levels; l++) {
         uint64_t e = level_next_work(w, l, c);
         if (e < best)

@@ -177,6 +177,112 @@ static void stealing_runs_each_timer_once(void **state)
     tw_destroy(s);
 }
 
+/* A slot of many timers is claimed before its tick (wheel.c, early
+ * claims), and the timers so claimed stay pending as any other: a cancel
+ * keeps them from running, a reschedule moves them, tw_next_due and
+ * tw_foreach_pending count them, and every other one runs once, never
+ * before its deadline. */
+enum { EARLY_N = 200000 };
+
+typedef struct early {
+    tw_service *s;
+    uint64_t deadline;     /* service time */
+    atomic_int runs;
+    atomic_int early;      /* ran before its deadline */
+    int cancelled;
+} early;
+
+static void early_run(tw_timer t, void *arg)
+{
+    (void)t;
+    early *e = arg;
+    if (tw_now(e->s) < e->deadline)
+        atomic_fetch_add(&e->early, 1);
+    atomic_fetch_add(&e->runs, 1);
+}
+
+static void count_pending(const tw_timer_info *info, void *ctx)
+{
+    (void)info;
+    (*(size_t *)ctx)++;
+}
+
+static void large_slot_claimed_early(void **state)
+{
+    (void)state;
+    tw_config cfg;
+    tw_config_init(&cfg);
+    cfg.workers = 2;
+    tw_service *s = t_service_cfg(&cfg);
+    early *e = calloc(EARLY_N, sizeof *e);
+    tw_timer *h = calloc(EARLY_N, sizeof *h);
+    assert_non_null(e);
+    assert_non_null(h);
+    uint64_t due = tw_now(s) + 800 * T_MS; /* one tick for all of them */
+    for (int i = 0; i < EARLY_N; i++) {
+        e[i].s = s;
+        e[i].deadline = due;
+        ASSERT_RC(tw_schedule_at(s, due, early_run, &e[i], &h[i]), TW_OK);
+    }
+    /* Wait for the early claim (it comes tens of ticks before the tick). */
+    uint64_t limit = due + 5 * T_S;
+    while (tw__rare_total(s, TW_RARE_EARLY_CLAIM) == 0 && tw_now(s) < limit)
+        t_sleep_ns(T_MS);
+    assert_true(tw__rare_total(s, TW_RARE_EARLY_CLAIM) >= 1);
+    /* Claimed timers are pending: they are all counted, and the next due
+     * time is at most the tick's. */
+    if (tw_now(s) < due) {
+        size_t n = 0;
+        tw_foreach_pending(s, count_pending, &n);
+        assert_int_equal(n, EARLY_N); /* none ran yet */
+        assert_true(tw_next_due(s) <= due + cfg.tick_ns);
+    }
+    /* Cancel some, move some an hour away: the claim does not stand in
+     * the way. */
+    int cancelled = 0, moved = 0;
+    for (int i = 0; i < EARLY_N; i += 7) {
+        int rc = tw_cancel(s, h[i]);
+        if (rc == TW_OK) {
+            e[i].cancelled = 1;
+            cancelled++;
+        } else {
+            ASSERT_RC(rc, TW_ENOENT); /* it started meanwhile */
+        }
+    }
+    for (int i = 3; i < EARLY_N; i += 11) {
+        if (e[i].cancelled)
+            continue;
+        int rc = tw_reschedule(s, h[i], 3600 * T_S);
+        if (rc == TW_OK) {
+            e[i].deadline = UINT64_MAX; /* must not run in this test */
+            moved++;
+        } else {
+            ASSERT_RC(rc, TW_ENOENT);
+        }
+    }
+    while (tw_now(s) < due + 2 * T_S) {
+        tw_stats st;
+        t_stats(s, &st);
+        if (st.fired == (uint64_t)(EARLY_N - cancelled - moved))
+            break;
+        t_sleep_ns(10 * T_MS);
+    }
+    tw_stats st;
+    t_stats(s, &st);
+    assert_int_equal(st.pending, (uint64_t)moved);
+    for (int i = 0; i < EARLY_N; i++) {
+        int want = e[i].cancelled || e[i].deadline == UINT64_MAX ? 0 : 1;
+        if (atomic_load(&e[i].runs) != want)
+            fail_msg("timer %d ran %d times, expected %d", i, atomic_load(&e[i].runs), want);
+        if (atomic_load(&e[i].early))
+            fail_msg("timer %d ran before its deadline", i);
+    }
+    print_message("      %d cancelled, %d moved after the early claim\n", cancelled, moved);
+    tw_destroy(s);
+    free(e);
+    free(h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -185,6 +291,7 @@ int main(void)
         cmocka_unit_test(two_blockers_three_workers),
         cmocka_unit_test(one_worker_waits_for_the_blocker),
         cmocka_unit_test(stealing_runs_each_timer_once),
+        cmocka_unit_test(large_slot_claimed_early),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
