@@ -1101,6 +1101,7 @@ typedef struct due_scan {
     uint64_t from;    /* the first tick not processed */
     uint64_t best;    /* least due tick found */
     uint32_t budget;  /* entries left to read */
+    bool bounded;     /* best is a slot's tick, not a timer's due tick */
 } due_scan;
 
 /* The due tick of slot entry v, or UINT64_MAX if v is not the current
@@ -1172,13 +1173,18 @@ static bool occupied_from(const tw_wheel *w, uint32_t l, uint64_t base, uint32_t
     return false;
 }
 
-static uint64_t scan_slots(tw_service *s, uint64_t from, uint64_t best)
+/* The least due tick of the timers in the slots, at most best; or a
+ * bound on it (then *bounded: a slot's tick, not a timer's). */
+static uint64_t scan_slots(tw_service *s, uint64_t from, uint64_t best, bool *bounded)
 {
     tw_wheel *w = &s->wheel;
     due_scan x = {.s = s, .from = from, .best = best, .budget = TW_NEXT_DUE_WALK};
+    *bounded = false;
     for (int j = 0; j < LATE_SLOTS; j++) {
-        if (!walk_slot(&x, &w->late[j], from))
+        if (!walk_slot(&x, &w->late[j], from)) {
+            *bounded = x.best > from;
             return x.best < from ? x.best : from;
+        }
     }
     uint64_t base[TW_MAX_LEVELS];
     uint32_t d[TW_MAX_LEVELS];
@@ -1205,11 +1211,22 @@ static uint64_t scan_slots(tw_service *s, uint64_t from, uint64_t best)
         bool read = e < exact_until;
         for (uint32_t lane = 0; read && lane < w->lanes; lane++)
             read = walk_slot(&x, slot_at(w, pick, i, lane), e);
-        if (!read)
+        if (!read) {
+            *bounded = x.best > e;
             return x.best < e ? x.best : e;
+        }
         d[pick]++;
         more[pick] = occupied_from(w, pick, base[pick], &d[pick]);
     }
+}
+
+/* A bound read off a slot may be a slot of stale entries only (cancelled
+ * far-away timers): with nothing pending, the answer is UINT64_MAX, as the
+ * contract says (the counters are exact at rest; under concurrent calls
+ * either answer is one of the moment). */
+static uint64_t unless_nothing_pending(tw_service *s, uint64_t best, bool bounded)
+{
+    return bounded && tw__pending(s) == 0 ? UINT64_MAX : best;
 }
 
 uint64_t tw__wheel_next_due(tw_service *s)
@@ -1227,12 +1244,13 @@ uint64_t tw__wheel_next_due(tw_service *s)
         uint64_t in = atomic_load_explicit(&w->claims, memory_order_acquire);
         if (in > out) /* Acquire: pairs with tw__claim_floor_set. */
             best = atomic_load_explicit(&w->claim_floor, memory_order_acquire);
-        best = scan_slots(s, from, best);
+        bool bounded;
+        best = scan_slots(s, from, best, &bounded);
         /* Seq_cst: the window's state after it. */
         if (atomic_load_explicit(&w->step_seq, memory_order_seq_cst) == seq && !(seq & 1))
-            return best;
+            return unless_nothing_pending(s, best, bounded);
         if (attempt == 2)
-            return best < from ? best : from;
+            return unless_nothing_pending(s, best < from ? best : from, best > from || bounded);
     }
 }
 

@@ -49,6 +49,17 @@ static void nothing_pending_is_uint64_max(void **state)
     t_arm(s, &a, 5 * T_MS);
     ASSERT_RC(tw_cancel(s, a.h), TW_OK);
     assert_true(tw_next_due(s) == UINT64_MAX); /* cancelled: its entry is stale */
+    /* far away (a slot the call answers with its tick, unread): the stale
+     * entry of a cancelled timer does not count either (found by the fuzz
+     * target: fuzz/regressions/next_due_not_max_after_far_timer_cancelled) */
+    t_arm(s, &a, 3600 * T_S);
+    ASSERT_RC(tw_cancel(s, a.h), TW_OK);
+    assert_true(tw_next_due(s) == UINT64_MAX);
+    /* nor after tw_stop, whose timers were all handed to on_pending */
+    t_arm(s, &a, 3600 * T_S);
+    t_arm(s, &a, 2 * T_MS);
+    ASSERT_RC(tw_stop(s, NULL), TW_OK);
+    assert_true(tw_next_due(s) == UINT64_MAX);
     assert_true(tw_next_due(NULL) == UINT64_MAX);
     tw_destroy(s);
 }
