@@ -720,7 +720,16 @@ void tw__budget_give(tw_service *s);
 uint64_t tw__reserved_total(tw_service *s); /* every stripe's `reserved` */
 uint64_t tw__fired_total(tw_service *s);    /* every stripe's `fired` */
 uint64_t tw__firing_left_total(tw_service *s); /* ... and `firing_left` */
-void tw__note_lateness(tw_service *s, uint64_t late_ns);
+/* The histogram's bucket for a lateness (TW_LATENESS_BUCKETS, timerwheel.h). */
+static inline uint32_t tw__lateness_bucket(uint64_t ns)
+{
+    if (ns < 1024)
+        return 0;
+    uint32_t b = (uint32_t)(63 - __builtin_clzll(ns)) - 9;
+    return b < TW_LATENESS_BUCKETS ? b : TW_LATENESS_BUCKETS - 1;
+}
+/* n runs whose lateness fell in `bucket`, the worst of them `worst` ns. */
+void tw__note_lateness_runs(tw_service *s, uint32_t bucket, uint32_t n, uint64_t worst);
 uint64_t tw__rare_total(tw_service *s, int which);
 const char *tw__rare_name(int which); /* for reports: "late_slot" */
 /* Wake the cursor if a timer now sits earlier than its planned wake-up. */

@@ -315,18 +315,11 @@ void tw__budget_give(tw_service *s)
     }
 }
 
-static unsigned lateness_bucket(uint64_t ns)
-{
-    if (ns < 1024)
-        return 0;
-    unsigned b = (unsigned)(63 - __builtin_clzll(ns)) - 9;
-    return b < TW_LATENESS_BUCKETS ? b : TW_LATENESS_BUCKETS - 1;
-}
-
-void tw__note_lateness(tw_service *s, uint64_t late_ns)
+void tw__note_lateness_runs(tw_service *s, uint32_t bucket, uint32_t n, uint64_t worst)
 {
     tw_stripe *st = tw__stripe(s);
-    tw__count_add(&st->lateness[lateness_bucket(late_ns)], 1);
+    tw__count_add(&st->lateness[bucket], n);
+    uint64_t late_ns = worst;
     /* Relaxed: a running maximum orders nothing. */
     uint64_t m = atomic_load_explicit(&st->max_lateness, memory_order_relaxed);
     while (late_ns > m &&

@@ -265,11 +265,49 @@ static void raise_claim_floor(tw_service *s, inline_list *l)
     tw__claim_floor_set(s, j < l->n ? tw__due_tick_of_key(s, l->pairs[2 * j]) : UINT64_MAX);
 }
 
+/* What a runner carries from one run to the next: the service time the
+ * next start is measured from (callers refresh it: see run_handle), and
+ * the lateness of the runs not yet counted, as (bucket, how many, worst):
+ * consecutive runs of a batch mostly fall in one bucket, so the stripe's
+ * counters are written when the bucket changes or the runner stops, not
+ * on every run (a TLS lookup and two stores of the stripe's lines). */
+typedef struct run_ctx {
+    tw_service *s;
+    uint64_t now;
+    uint32_t bucket, n;
+    uint64_t worst;
+} run_ctx;
+
+static void lateness_flush(run_ctx *c)
+{
+    if (c->n)
+        tw__note_lateness_runs(c->s, c->bucket, c->n, c->worst);
+    c->n = 0;
+    c->worst = 0;
+}
+
+static void lateness_add(run_ctx *c, uint64_t late)
+{
+    uint32_t b = tw__lateness_bucket(late);
+    if (b != c->bucket)
+        lateness_flush(c);
+    c->bucket = b;
+    c->n++;
+    if (late > c->worst)
+        c->worst = late;
+}
+
+static void run_ctx_init(run_ctx *c, tw_service *s)
+{
+    *c = (run_ctx){.s = s};
+}
+
 /* Run timer h if it is still FIRING and due by `now` (service time, read
  * at or before the run's start; also its lateness reading). Returns 0 when
  * done with h (run, or gone), else h's deadline, which is after now. */
-static uint64_t run_timer_at(tw_service *s, tw_timer h, uint64_t now)
+static uint64_t run_timer_at(tw_service *s, tw_timer h, run_ctx *ctx)
 {
+    uint64_t now = ctx->now;
     uint32_t idx = tw__handle_idx(h);
     tw_record *rec = tw__rec(&s->rec, idx);
     uint64_t st, deadline;
@@ -296,7 +334,7 @@ static uint64_t run_timer_at(tw_service *s, tw_timer h, uint64_t now)
         TW_COUNT(s, periodic_runs, 1);
     else
         tw__budget_give(s); /* a one-shot is no longer pending once it starts */
-    tw__note_lateness(s, now - deadline);
+    lateness_add(ctx, now - deadline);
 
     tw_running_tls saved = tw__self;
     tw__self.s = s;
@@ -317,7 +355,12 @@ static uint64_t run_timer_at(tw_service *s, tw_timer h, uint64_t now)
  * by the clock it was given, so none can be early here. */
 void tw__run_timer(tw_service *s, tw_timer h)
 {
-    if (run_timer_at(s, h, tw__clock_read(s) - s->origin) != 0) {
+    run_ctx ctx;
+    run_ctx_init(&ctx, s);
+    ctx.now = tw__clock_read(s) - s->origin;
+    uint64_t early = run_timer_at(s, h, &ctx);
+    lateness_flush(&ctx);
+    if (early != 0) {
         fputs("timerwheel: a timer claimed inline is not yet due\n", stderr);
         abort();
     }
@@ -459,25 +502,37 @@ static bool wait_until(tw_service *s, uint64_t t)
  * refresh it every CLOCK_EVERY runs: each run's lateness is measured at
  * most that many batch-mates before its start, an under-estimate by at
  * most their run time). */
-static void run_handle(tw_service *s, tw_timer h, uint64_t *now)
+static void run_handle(tw_service *s, tw_timer h, run_ctx *ctx)
 {
-    for (uint64_t early; (early = run_timer_at(s, h, *now)) != 0;) {
+    for (uint64_t early; (early = run_timer_at(s, h, ctx)) != 0;) {
         if (!wait_until(s, release_time(s, early)))
             return; /* stopping: the stop sweep has dropped it */
-        *now = tw__clock_read(s) - s->origin;
+        ctx->now = tw__clock_read(s) - s->origin;
     }
 }
 
 static void run_handles(tw_service *s, const tw_timer *h, uint32_t n)
 {
-    uint64_t now = 0;
+    run_ctx ctx;
+    run_ctx_init(&ctx, s);
     for (uint32_t i = 0; i < n; i++) {
         if (i + PREFETCH_AHEAD < n)
             prefetch_record(s, h[i + PREFETCH_AHEAD]);
         if (i % CLOCK_EVERY == 0)
-            now = tw__clock_read(s) - s->origin;
-        run_handle(s, h[i], &now);
+            ctx.now = tw__clock_read(s) - s->origin;
+        run_handle(s, h[i], &ctx);
     }
+    lateness_flush(&ctx);
+}
+
+/* One handle, alone (stolen). */
+static void run_one(tw_service *s, tw_timer h)
+{
+    run_ctx ctx;
+    run_ctx_init(&ctx, s);
+    ctx.now = tw__clock_read(s) - s->origin;
+    run_handle(s, h, &ctx);
+    lateness_flush(&ctx);
 }
 
 /*
@@ -555,8 +610,7 @@ static void run_stolen(tw_service *s, const tw_worker *me)
     while (steal_one(s, me, &h, &more)) {
         if (more)
             wake_one_worker(&s->pool);
-        uint64_t now = tw__clock_read(s) - s->origin;
-        run_handle(s, h, &now);
+        run_one(s, h);
     }
 }
 
@@ -568,7 +622,8 @@ static void run_batch(tw_service *s, tw_worker *me, tw_batch *b)
     uint32_t n = (uint32_t)atomic_load_explicit(&b->take, memory_order_relaxed);
     if (n >= 2 && atomic_load_explicit(&s->pool.sleepers, memory_order_seq_cst))
         wake_one_worker(&s->pool);
-    uint64_t now = 0;
+    run_ctx ctx;
+    run_ctx_init(&ctx, s);
     for (uint32_t i = 0;; i++) {
         /* Relaxed: a stale hi only makes us try a handle a stealer took. */
         uint32_t hi = (uint32_t)atomic_load_explicit(&b->take, memory_order_relaxed);
@@ -581,9 +636,10 @@ static void run_batch(tw_service *s, tw_worker *me, tw_batch *b)
             prefetch_record(s, atomic_load_explicit(&b->h[i + PREFETCH_AHEAD],
                                                     memory_order_relaxed));
         if (i % CLOCK_EVERY == 0)
-            now = tw__clock_read(s) - s->origin;
-        run_handle(s, atomic_load_explicit(&b->h[i], memory_order_relaxed), &now);
+            ctx.now = tw__clock_read(s) - s->origin;
+        run_handle(s, atomic_load_explicit(&b->h[i], memory_order_relaxed), &ctx);
     }
+    lateness_flush(&ctx);
     /* Release: stealers that still see the batch read a finished one. */
     atomic_store_explicit(&me->cur, NULL, memory_order_release);
     batch_give_back(&s->pool, b);
@@ -679,8 +735,7 @@ static void *worker_main(void *arg)
         bool more;
         if (steal_one(s, me, &h, &more)) {
             atomic_fetch_sub_explicit(&p->sleepers, 1, memory_order_seq_cst);
-            uint64_t now = tw__clock_read(s) - s->origin;
-            run_handle(s, h, &now);
+            run_one(s, h);
             continue;
         }
         futex_wait_ns(&p->work_seq, seq, 0);
