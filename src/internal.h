@@ -634,6 +634,9 @@ typedef struct tw_stripe {
      * pending through exactly one of those. */
     _Atomic uint64_t armed, aborted, fired, periodic_runs, cancelled, rescheduled,
         dropped;
+    _Atomic uint64_t periodic_ended; /* periodic runs returned: periodic_runs minus
+                                  this are running, pending with no due time
+                                  (tw_next_due) */
     _Atomic uint64_t reserved; /* slot positions reserved (wheel.c, compaction) */
     _Atomic uint64_t firing_left; /* claimed timers that left FIRING other than by
                                   their run: cancelled, taken back, dropped
@@ -714,6 +717,9 @@ static inline void tw__count_add(_Atomic uint64_t *c, uint64_t n)
 #define TW_COUNT(s, field, n) tw__count_add(&tw__stripe(s)->field, (n))
 void tw__count_rare(tw_service *s, int which);
 uint64_t tw__pending(tw_service *s);        /* stats.pending, summed */
+/* The pending timers that have a due time: stats.pending less the periodic
+ * timers whose run is in progress. */
+uint64_t tw__pending_due(tw_service *s);
 /* A timer left pending (one-shot started, cancelled, dropped, undone):
  * its unit of max_timers goes back (service.c, budgets). */
 void tw__budget_give(tw_service *s);

@@ -1221,12 +1221,13 @@ static uint64_t scan_slots(tw_service *s, uint64_t from, uint64_t best, bool *bo
 }
 
 /* A bound read off a slot may be a slot of stale entries only (cancelled
- * far-away timers): with nothing pending, the answer is UINT64_MAX, as the
- * contract says (the counters are exact at rest; under concurrent calls
- * either answer is one of the moment). */
+ * far-away timers): with nothing pending that has a due time (a periodic
+ * timer whose run is in progress has none until the run returns), the
+ * answer is UINT64_MAX, as the contract says (the counters are exact at
+ * rest; under concurrent calls either answer is one of the moment). */
 static uint64_t unless_nothing_pending(tw_service *s, uint64_t best, bool bounded)
 {
-    return bounded && tw__pending(s) == 0 ? UINT64_MAX : best;
+    return bounded && tw__pending_due(s) == 0 ? UINT64_MAX : best;
 }
 
 uint64_t tw__wheel_next_due(tw_service *s)

@@ -343,10 +343,12 @@ static uint64_t run_timer_at(tw_service *s, tw_timer h, run_ctx *ctx)
     tw__self.s = saved.s;
     tw__self.t = saved.t;
 
-    if (periodic)
+    if (periodic) {
         finish_periodic(s, rec, idx, deadline);
-    else
+        TW_COUNT(s, periodic_ended, 1);
+    } else {
         finish_oneshot(s, rec, idx, st);
+    }
     wake_sync_waiters(s);
     return 0;
 }

@@ -178,6 +178,31 @@ static void follows_cancel_and_moves(void **state)
     tw_destroy(s);
 }
 
+/* Inside its own run a periodic timer has no due time (the header): with
+ * only stale entries left elsewhere, the answer is UINT64_MAX. */
+static uint64_t asked_in_run;
+static void ask_in_run(tw_timer t, void *arg)
+{
+    (void)t;
+    asked_in_run = tw_next_due(arg);
+}
+
+static void periodic_in_its_run_has_no_due_time(void **state)
+{
+    (void)state;
+    tw_service *s = t_default();
+    t_timer far;
+    t_arm(s, &far, 3600 * T_S);
+    ASSERT_RC(tw_cancel(s, far.h), TW_OK); /* a stale entry, far away */
+    tw_timer p;
+    ASSERT_RC(tw_schedule_every(s, 2 * T_MS, 5 * T_MS, ask_in_run, s, &p), TW_OK);
+    asked_in_run = 0;
+    ADVANCE(s, 2 * T_MS);
+    assert_true(asked_in_run == UINT64_MAX);
+    assert_true(tw_next_due(s) == 7 * T_MS); /* re-armed once the run returned */
+    tw_destroy(s);
+}
+
 static void periodic_timer_next_run(void **state)
 {
     (void)state;
@@ -595,6 +620,7 @@ int main(void)
         cmocka_unit_test_setup(lower_bound_for_far_timers_exact_when_near, setup),
         cmocka_unit_test_setup(follows_cancel_and_moves, setup),
         cmocka_unit_test_setup(periodic_timer_next_run, setup),
+        cmocka_unit_test_setup(periodic_in_its_run_has_no_due_time, setup),
         cmocka_unit_test_setup(asked_from_a_callback_counts_the_rest_of_the_advance, setup),
         cmocka_unit_test_setup(random_against_an_oracle, setup),
         cmocka_unit_test_setup(answer_is_on_the_service_clock, setup),
