@@ -80,10 +80,12 @@ step_inject() {
 # ---- valgrind -----------------------------------------------------------------
 
 # One unit test executable under memcheck; its output goes to a log.
+# --max-threads: test_extremes starts 1024 workers (valgrind's default cap
+# is 500 threads, past which it aborts).
 valgrind_one() { # executable, log
     local exe="$1" log="$2" t0=$SECONDS rc=0
     (cd "$(dirname "$exe")" &&
-     valgrind --error-exitcode=1 --leak-check=full \
+     valgrind --error-exitcode=1 --leak-check=full --max-threads=2048 \
               --errors-for-leak-kinds=definite,indirect \
               --show-leak-kinds=definite,indirect "./$(basename "$exe")") \
         >"$log" 2>&1 || rc=$?
