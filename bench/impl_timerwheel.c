@@ -13,6 +13,10 @@
  *                   per-thread magazines under it (src/records.c); this
  *                   column also shows what the cap costs.
  *
+ * TWBENCH_CFG_NO_CAP=1 in the environment leaves timerwheel-cfg's
+ * max_timers at 0, so that the cap's own cost can be timed against the
+ * same wheel (farm-bench, one binary, the variable on one side).
+ *
  * Both: MONOTONIC clock, the tick the workload asks for (1 ms unless WL3's
  * 100 us variant), 2 workers. bench_cb has tw_callback's shape, so
  * callbacks are handed over as they are. Both have the batch calls
@@ -20,6 +24,7 @@
  */
 #define _GNU_SOURCE
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "timerwheel.h"
 #include "twbench.h"
@@ -57,7 +62,8 @@ static void *twi_create_cfg(const bench_cfg *cfg)
     tw_config c;
     twi_config(&c, cfg);
     c.wheel_slots = TWI_CFG_WHEEL_SLOTS;
-    c.max_timers = cfg->max_timers;
+    const char *no_cap = getenv("TWBENCH_CFG_NO_CAP");
+    c.max_timers = no_cap && *no_cap == '1' ? 0 : cfg->max_timers;
     return twi_create_with(&c);
 }
 
