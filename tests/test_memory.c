@@ -110,13 +110,6 @@ static char *read_readme(void)
     return buf;
 }
 
-static bool close_enough(double got, double want, double abs_slack)
-{
-    double d = got > want ? got - want : want - got;
-    return d <= abs_slack || d <= want / 4;
-}
-#endif
-
 /* Under valgrind, whose preload library is in LD_PRELOAD (checked at run
  * time: the executable is the same one scripts/test.sh gcc runs). */
 static bool under_valgrind(void)
@@ -124,6 +117,13 @@ static bool under_valgrind(void)
     const char *pre = getenv("LD_PRELOAD");
     return pre && strstr(pre, "vgpreload") != NULL;
 }
+
+static bool close_enough(double got, double want, double abs_slack)
+{
+    double d = got > want ? got - want : want - got;
+    return d <= abs_slack || d <= want / 4;
+}
+#endif
 
 static void memory_table_matches_readme(void **state)
 {
