@@ -487,6 +487,10 @@ static void account(producer *p, uint64_t *armed, uint64_t *fired, uint64_t *can
 {
     for (uint64_t id = 0; id < p->n; id++) {
         bf_arm *a = arm_of(p, id);
+        if (!a) { /* below p->n every chunk is installed */
+            st_fail("producer %u id %" PRIu64 " has no arming record", p->index, id);
+            continue;
+        }
         uint32_t f = atomic_load_explicit(&a->fired, memory_order_relaxed);
         uint64_t h = atomic_load_explicit(&a->handle, memory_order_relaxed);
         if (quiescent_walk) {
