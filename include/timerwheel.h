@@ -164,7 +164,11 @@ typedef struct tw_config {
                                 callback can arm a replacement); a periodic
                                 timer counts until cancelled or dropped. The
                                 cap is kept with per-thread budgets: no memory
-                                shared by all threads is touched per call. */
+                                shared by all threads is touched per call.
+                                A unit freed before an arming began is
+                                found by it; to be sure of that before it
+                                refuses, an arming at the cap may yield to
+                                a thread preempted while moving units. */
     tw_clock clock;          /* MONOTONIC: own cursor thread; MANUAL: caller drives tw_advance */
 } tw_config;
 

@@ -202,16 +202,29 @@ void tw__count_rare(tw_service *s, int which)
  * when the cap was the record table's size and every call met the shared
  * free list (issue 14: WL1 on two threads 4x slower with the cap set).
  *
- * TW_EAGAIN: when the pool is empty, the scheduler sweeps every stripe's
- * units into the pool (exchange, one stripe at a time) and tries again;
- * only if the pool is still empty does it answer TW_EAGAIN. A unit that
- * was idle in any stripe when the sweep began is found, so the answer is
- * given only when every unit was held by a pending timer or by a call in
- * progress. While a sweep runs, units given back go to the pool directly
- * (a giver adds to its stripe, then looks at `sweeping`; the sweeper
- * raises `sweeping`, then exchanges the stripes; both seq_cst, so either
- * the sweep takes the unit or the giver sees the sweep).
+ * TW_EAGAIN is exact: a unit given back before a schedule began is found by
+ * it unless another arming took it. When the pool is empty, the scheduler
+ * sweeps every stripe's units into the pool and tries again. A unit can
+ * still evade one sweep: on its way between a stripe and the pool in
+ * another thread's hands (a block taken, a sweep, a block handed back), or
+ * given back to a stripe the sweep had passed. So every such move counts
+ * itself in `budget_moves` (begun, then ended: slow paths only), and while
+ * a sweep runs a giver hands its stripe's units to the pool (the giver adds
+ * to its stripe, then looks at `sweeping`; the sweeper raises `sweeping`,
+ * then exchanges the stripes; both seq_cst, so either the sweep takes the
+ * unit or the giver moves it, counted). TW_EAGAIN is answered only after
+ * two sweeps in a row found nothing with no other move begun before or
+ * during them; otherwise the scheduler sweeps again (yielding now and then:
+ * a move whose thread was preempted mid-way ends only when it runs). And
+ * when the pool holds less than two blocks a taker takes one unit, not a
+ * block: near the cap a block would park units another thread needs in
+ * one stripe (twbench WL1 at P = 8 on two cores was refused about once in
+ * ten million calls with the cap at the working set, before).
  */
+#define MOVE_BEGUN 1ull
+#define MOVE_ENDED (1ull << 32)
+#define MOVES_IN_FLIGHT(w) ((uint32_t)(w) - (uint32_t)((w) >> 32))
+
 static void budget_init(tw_service *s)
 {
     uint64_t max = s->cfg.max_timers;
@@ -219,6 +232,7 @@ static void budget_init(tw_service *s)
     s->budget_block = block < 1 ? 1 : block > 64 ? 64 : (int64_t)block;
     atomic_init(&s->budget_pool, (int64_t)max);
     atomic_init(&s->budget_sweeping, 0);
+    atomic_init(&s->budget_moves, 0);
 }
 
 static bool budget_capped(const tw_service *s)
@@ -226,16 +240,32 @@ static bool budget_capped(const tw_service *s)
     return s->cfg.max_timers != 0;
 }
 
-/* Take up to `want` units from the pool; how many it got. */
+/* A move of units between the pool and a stripe begins (before units
+ * leave where they are) and ends (after they arrive). Seq_cst: a sweeper
+ * that reads the counter after its own sweep and pool look, and sees no
+ * move begun, knows no unit was in another thread's hands meanwhile. */
+static void move_begin(tw_service *s)
+{
+    atomic_fetch_add_explicit(&s->budget_moves, MOVE_BEGUN, memory_order_seq_cst);
+}
+
+static void move_end(tw_service *s)
+{
+    atomic_fetch_add_explicit(&s->budget_moves, MOVE_ENDED, memory_order_seq_cst);
+}
+
+/* Take up to `want` units from the pool; how many it got. Less than two
+ * blocks left: one unit (see above). */
 static int64_t pool_take(tw_service *s, int64_t want)
 {
     /* Relaxed: a first guess; the CAS decides. */
     int64_t have = atomic_load_explicit(&s->budget_pool, memory_order_relaxed);
     while (have > 0) {
-        int64_t got = have < want ? have : want;
-        /* Relaxed: units carry no data; the count is all that matters. */
+        int64_t got = have < 2 * s->budget_block ? 1 : want;
+        /* Seq_cst: ordered with the sweeps' and moves' counting (above);
+         * units carry no data, the count is all that matters. */
         if (atomic_compare_exchange_weak_explicit(&s->budget_pool, &have, have - got,
-                                                  memory_order_relaxed,
+                                                  memory_order_seq_cst,
                                                   memory_order_relaxed))
             return got;
     }
@@ -244,13 +274,14 @@ static int64_t pool_take(tw_service *s, int64_t want)
 
 static void pool_give(tw_service *s, int64_t n)
 {
-    if (n > 0) /* Relaxed: as in pool_take. */
-        atomic_fetch_add_explicit(&s->budget_pool, n, memory_order_relaxed);
+    if (n > 0) /* Seq_cst: as in pool_take. */
+        atomic_fetch_add_explicit(&s->budget_pool, n, memory_order_seq_cst);
 }
 
-/* Move every stripe's idle units into the pool. */
+/* Move every stripe's idle units into the pool (one counted move). */
 static void budget_sweep(tw_service *s)
 {
+    move_begin(s);
     /* Seq_cst: raise the flag before the exchanges (see above). */
     atomic_fetch_add_explicit(&s->budget_sweeping, 1, memory_order_seq_cst);
     for (int i = 0; i < TW_STRIPES; i++) {
@@ -258,6 +289,46 @@ static void budget_sweep(tw_service *s)
         pool_give(s, atomic_exchange_explicit(&s->stripe[i].budget, 0, memory_order_seq_cst));
     }
     atomic_fetch_sub_explicit(&s->budget_sweeping, 1, memory_order_seq_cst);
+    move_end(s);
+}
+
+/* Up to a block from the pool, one unit of it for the caller and the rest
+ * to its stripe: one counted move (the units are in our hands between).
+ * True if it got any. */
+static bool pool_refill(tw_service *s, tw_stripe *st)
+{
+    move_begin(s);
+    int64_t got = pool_take(s, s->budget_block);
+    if (got > 1) /* Relaxed: the counting move orders it (see above). */
+        atomic_fetch_add_explicit(&st->budget, got - 1, memory_order_relaxed);
+    move_end(s);
+    return got > 0;
+}
+
+/* A unit from the pool, after sweeps if need be: true, or false when two
+ * sweeps in a row found none and no other move began before or during
+ * them (see above). */
+static bool budget_take_slow(tw_service *s, tw_stripe *st)
+{
+    if (pool_refill(s, st))
+        return true;
+    for (unsigned clean = 0, round = 1;; round++) {
+        /* Seq_cst: as in move_begin. */
+        uint64_t before = atomic_load_explicit(&s->budget_moves, memory_order_seq_cst);
+        budget_sweep(s);
+        if (pool_refill(s, st))
+            return true;
+        /* Seq_cst: as in move_begin. Our own two moves (the sweep and the
+         * refill) are the only ones allowed. */
+        uint64_t after = atomic_load_explicit(&s->budget_moves, memory_order_seq_cst);
+        bool alone = MOVES_IN_FLIGHT(before) == 0 &&
+                     after == before + 2 * (MOVE_BEGUN + MOVE_ENDED);
+        clean = alone ? clean + 1 : 0;
+        if (clean == 2)
+            return false;
+        if (round % 8 == 0)
+            sched_yield(); /* a move's thread was preempted mid-way: let it run */
+    }
 }
 
 /* A unit for a timer about to be armed: TW_OK or TW_EAGAIN. */
@@ -269,27 +340,13 @@ static int budget_take(tw_service *s)
     /* Relaxed: the CAS decides; other threads only ever empty our stripe. */
     int64_t have = atomic_load_explicit(&st->budget, memory_order_relaxed);
     while (have > 0) {
-        /* Relaxed: as in pool_take. */
+        /* Relaxed: as the load above; the unit carries no data. */
         if (atomic_compare_exchange_weak_explicit(&st->budget, &have, have - 1,
                                                   memory_order_relaxed,
                                                   memory_order_relaxed))
             return TW_OK;
     }
-    /* The pool, then a sweep and the pool again, twice: a unit another call
-     * is moving between a stripe and the pool is invisible for a few
-     * instructions, and a second look finds it unless that call stalled. */
-    for (int round = 0; round < 3; round++) {
-        int64_t got = pool_take(s, s->budget_block);
-        if (got > 0) {
-            /* Relaxed: as in pool_take. */
-            if (got > 1)
-                atomic_fetch_add_explicit(&st->budget, got - 1, memory_order_relaxed);
-            return TW_OK;
-        }
-        if (round < 2)
-            budget_sweep(s);
-    }
-    return TW_EAGAIN;
+    return budget_take_slow(s, st) ? TW_OK : TW_EAGAIN;
 }
 
 void tw__budget_give(tw_service *s)
@@ -300,18 +357,24 @@ void tw__budget_give(tw_service *s)
     /* Seq_cst: the giver's half of the pairing with budget_sweep. */
     int64_t have = atomic_fetch_add_explicit(&st->budget, 1, memory_order_seq_cst) + 1;
     if (atomic_load_explicit(&s->budget_sweeping, memory_order_seq_cst)) {
-        /* Seq_cst: as above; a sweep is on, hand everything to the pool. */
+        /* A sweep is on: hand everything to the pool, counted. Seq_cst: as
+         * above. */
+        move_begin(s);
         pool_give(s, atomic_exchange_explicit(&st->budget, 0, memory_order_seq_cst));
+        move_end(s);
         return;
     }
     if (have >= 2 * s->budget_block) {
         int64_t keep = have;
-        /* Relaxed: as in pool_take; a sweep that emptied us meanwhile wins. */
+        move_begin(s);
+        /* Relaxed: the counting move orders it; a sweep that emptied us
+         * meanwhile wins. */
         if (atomic_compare_exchange_strong_explicit(&st->budget, &keep,
                                                     have - s->budget_block,
                                                     memory_order_relaxed,
                                                     memory_order_relaxed))
             pool_give(s, s->budget_block);
+        move_end(s);
     }
 }
 

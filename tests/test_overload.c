@@ -263,6 +263,77 @@ static void max_timers_eagain_is_exact_across_threads(void **state)
     tw_destroy(s);
 }
 
+/* max_timers at exactly the working set, under churn from more threads
+ * than cores (WL1's shape: each thread arms before it cancels its oldest,
+ * so it holds CH_RING or CH_RING + 1 and the cap is threads x (CH_RING + 1)).
+ * Every arming follows the same thread's cancel, so a unit is free each
+ * time: TW_EAGAIN here would be a unit lost in transit between a stripe
+ * and the pool, or grabbed by another thread's block (twbench WL1 at P = 8
+ * saw both: one refusal in a few million calls). */
+enum { CH_THREADS = 8, CH_RING = 1024 };
+
+typedef struct ch_thread {
+    tw_service *s;
+    pthread_t th;
+    size_t iters;
+    uint64_t refused, failed_cancels;
+} ch_thread;
+
+static void *ch_churn(void *arg)
+{
+    ch_thread *t = arg;
+    static _Thread_local tw_timer ring[CH_RING];
+    memset(ring, 0, sizeof ring);
+    pthread_barrier_wait(&ex_start);
+    for (size_t i = 0; i < t->iters; i++) {
+        tw_timer h;
+        int rc = tw_schedule(t->s, 3600 * T_S, t_noop, NULL, &h);
+        if (rc != TW_OK) {
+            t->refused++;
+            continue;
+        }
+        tw_timer *slot = &ring[i % CH_RING];
+        if (*slot && tw_cancel(t->s, *slot) != TW_OK)
+            t->failed_cancels++;
+        *slot = h;
+    }
+    for (int i = 0; i < CH_RING; i++)
+        if (ring[i] && tw_cancel(t->s, ring[i]) != TW_OK)
+            t->failed_cancels++;
+    return NULL;
+}
+
+static void max_timers_exact_under_churn(void **state)
+{
+    (void)state;
+    tw_config c;
+    tw_config_init(&c);
+    c.clock = TW_CLOCK_MANUAL;
+    c.max_timers = CH_THREADS * (CH_RING + 1);
+    tw_service *s = t_service_cfg(&c);
+    static ch_thread t[CH_THREADS];
+    pthread_barrier_init(&ex_start, NULL, CH_THREADS);
+    for (int i = 0; i < CH_THREADS; i++) {
+        t[i] = (ch_thread){.s = s, .iters = scaled(400000)};
+        assert_int_equal(pthread_create(&t[i].th, NULL, ch_churn, &t[i]), 0);
+    }
+    uint64_t refused = 0, failed = 0;
+    for (int i = 0; i < CH_THREADS; i++) {
+        pthread_join(t[i].th, NULL);
+        refused += t[i].refused;
+        failed += t[i].failed_cancels;
+    }
+    pthread_barrier_destroy(&ex_start);
+    if (refused != 0 || failed != 0)
+        fail_msg("%" PRIu64 " armings refused (TW_EAGAIN with a unit free), %" PRIu64
+                 " cancels failed", refused, failed);
+    tw_stats st;
+    t_stats(s, &st);
+    assert_int_equal(st.pending, 0);
+    CHECK(s);
+    tw_destroy(s);
+}
+
 /* The cap counts pending timers: every callback of a full service arms
  * its replacement, on the worker threads, and is never refused. */
 static atomic_int rep_refused, rep_runs;
@@ -506,6 +577,7 @@ int main(void)
         cmocka_unit_test_setup(million_in_one_tick, setup),
         cmocka_unit_test_setup(max_timers_cap, setup),
         cmocka_unit_test_setup(max_timers_eagain_is_exact_across_threads, setup),
+        cmocka_unit_test_setup(max_timers_exact_under_churn, setup),
         cmocka_unit_test_setup(max_timers_full_service_replaces_from_callbacks, setup),
         cmocka_unit_test_setup(saturated_worker, setup),
         cmocka_unit_test_setup(stop_under_full_load, setup),
