@@ -678,8 +678,9 @@ struct tw_service {
     _Atomic int64_t budget_pool TW_ALIGNED;
     _Atomic uint32_t budget_sweeping;
     _Atomic uint64_t budget_moves; /* moves of units between the pool and the
-                                      stripes: begun (low 32 bits), ended
-                                      (high 32), for an exact TW_EAGAIN */
+                                      stripes: in flight (low 32 bits),
+                                      ended (high 32), for an exact
+                                      TW_EAGAIN */
     int64_t budget_block;      /* units a stripe takes from / gives to the pool */
 
     /* Event loops (MANUAL, embed.c). */

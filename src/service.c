@@ -221,9 +221,12 @@ void tw__count_rare(tw_service *s, int which)
  * one stripe (twbench WL1 at P = 8 on two cores was refused about once in
  * ten million calls with the cap at the working set, before).
  */
+/* budget_moves: the moves in flight (low 32 bits; a begin adds one, its
+ * end takes it back, so it never wraps) and the moves ended (high 32 bits,
+ * wrapping harmlessly: only compared for equality over one sweep). */
 #define MOVE_BEGUN 1ull
-#define MOVE_ENDED (1ull << 32)
-#define MOVES_IN_FLIGHT(w) ((uint32_t)(w) - (uint32_t)((w) >> 32))
+#define MOVE_ENDED ((1ull << 32) - 1)
+#define MOVES_IN_FLIGHT(w) ((uint32_t)(w))
 
 static void budget_init(tw_service *s)
 {
