@@ -37,20 +37,10 @@ for tool in groff man gcc clang pkg-config; do
     command -v "$tool" >/dev/null || die "$tool not found (scripts/deps.sh installs it)"
 done
 
-if [ ! -f "$build/CMakeCache.txt" ]; then
-    cmake -S . -B "$build" -DCMAKE_C_COMPILER=gcc -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-          -DTW_WERROR=ON >/dev/null
-fi
-cmake --build "$build" -j "$jobs" --target timerwheel timerwheel_static >/dev/null
-
-tmp="$(mktemp -d "${TMPDIR:-/tmp}/tw-manpages.XXXXXX")"
-trap 'rm -rf "$tmp"' EXIT
-prefix="$tmp/prefix"
-cmake --install "$build" --prefix "$prefix" >/dev/null
-libdir="$(sed -n 's/^CMAKE_INSTALL_LIBDIR:PATH=//p' "$build/CMakeCache.txt")"
-libdir="$prefix/${libdir:-lib}"
+# shellcheck source=scripts/install-tmp.sh
+. "$repo/scripts/install-tmp.sh"
+install_into_tmp manpages
 mandir="$prefix/share/man"
-export PKG_CONFIG_PATH="$libdir/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
 export MANWIDTH=80 LC_ALL=C.UTF-8 MANPAGER=cat PAGER=cat
 
 # Undo the roff escapes an example may use; any other escape is an error.

@@ -29,19 +29,9 @@ for tool in gcc clang pkg-config timeout; do
     command -v "$tool" >/dev/null || die "$tool not found (scripts/deps.sh installs it)"
 done
 
-if [ ! -f "$build/CMakeCache.txt" ]; then
-    cmake -S . -B "$build" -DCMAKE_C_COMPILER=gcc -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-          -DTW_WERROR=ON >/dev/null
-fi
-cmake --build "$build" -j "$jobs" --target timerwheel timerwheel_static >/dev/null
-
-tmp="$(mktemp -d "${TMPDIR:-/tmp}/tw-readme.XXXXXX")"
-trap 'rm -rf "$tmp"' EXIT
-prefix="$tmp/prefix"
-cmake --install "$build" --prefix "$prefix" >/dev/null
-libdir="$(sed -n 's/^CMAKE_INSTALL_LIBDIR:PATH=//p' "$build/CMakeCache.txt")"
-libdir="$prefix/${libdir:-lib}"
-export PKG_CONFIG_PATH="$libdir/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+# shellcheck source=scripts/install-tmp.sh
+. "$repo/scripts/install-tmp.sh"
+install_into_tmp readme
 
 # ---- extract: $tmp/block_<fence line>.c, one per ```c block ----------------
 # Any fence (```sh, ```cmake, plain ```) is tracked, so a ```c line inside
