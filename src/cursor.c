@@ -27,6 +27,13 @@
  * ahead (a callback would otherwise run early); nor with ticks shorter than
  * TW_LOOKAHEAD_MIN_TICK, whose rounding is small anyway.
  *
+ * When it has nothing to do for a while, the cursor also populates the
+ * record table ahead of the producers (records.c): a producer whose arming
+ * crossed a step of the table asks for it and wakes a sleeping cursor
+ * (records_grew). Only when idle: a step can take milliseconds of page
+ * zeroing on a VM, which must not delay a tick; a cursor busy every tick
+ * leaves the faults to the producers, as before.
+ *
  * No lost wake-up: the cursor reads wake_seq, publishes wake_tick, then
  * re-scans the bitmaps (all seq_cst); a producer marks its slot's bit, then
  * reads wake_tick (seq_cst). Either the re-scan sees the bit, or the
@@ -59,6 +66,22 @@ void tw__cursor_poke(tw_service *s, uint64_t tick)
             return;
         }
     }
+}
+
+/* A producer asked for records to be populated ahead (records.c): wake
+ * the cursor if it sleeps. The same pairing as the poke's: the producer's
+ * request (seq_cst) then this look; the cursor's plan (seq_cst) then its
+ * look at the request (cursor_sleep). An awake cursor finds the request
+ * at the top of its loop. */
+static void records_grew(tw_records *r)
+{
+    tw_service *s = caa_container_of(r, tw_service, rec);
+    /* Seq_cst: see above. */
+    if (atomic_load_explicit(&s->wake_tick, memory_order_seq_cst) == AWAKE)
+        return;
+    /* Seq_cst: bump the futex word before the wake (see top). */
+    atomic_fetch_add_explicit(&s->wake_seq, 1, memory_order_seq_cst);
+    futex_async((int32_t *)&s->wake_seq, FUTEX_WAKE, 1, NULL, NULL, 0);
 }
 
 /* Ticks the cursor processes ahead of the clock (see the top). Not below
@@ -126,6 +149,17 @@ static uint64_t early_lead(const tw_service *s, uint64_t n)
     return ticks < cap ? ticks : cap;
 }
 
+/* Idle long enough to populate a step of records (see the top): the
+ * next work is at least TW_PREFAULT_SLACK_NS away. */
+#define TW_PREFAULT_SLACK_NS (10u * 1000u * 1000u)
+
+static bool may_prefault(const tw_service *s, uint64_t cur, uint64_t w)
+{
+    if (!tw__rec_prefault_asked(&((tw_service *)s)->rec))
+        return false;
+    return w == UINT64_MAX || (w - cur) > TW_PREFAULT_SLACK_NS / s->cfg.tick_ns + 1;
+}
+
 /* Caught up: sleep until the next work, or until poked. A large slot is
  * claimed early (wheel.c): the cursor wakes up its lead before the tick,
  * and claims it then. */
@@ -147,10 +181,15 @@ static void cursor_sleep(tw_service *s, uint64_t cur)
         }
         w -= lead; /* wake up in time to claim it */
     }
-    /* Seq_cst: publish the plan, then look again for work placed meanwhile. */
+    if (may_prefault(s, cur, w)) {
+        tw__rec_prefault(&s->rec); /* one step; the loop plans again */
+        return;
+    }
+    /* Seq_cst: publish the plan, then look again for work placed meanwhile
+     * and for records asked for (may_prefault: see records_grew). */
     atomic_store_explicit(&s->wake_tick, w, memory_order_seq_cst);
     uint64_t again = tw__wheel_next_work(s);
-    if (again >= w && !quitting(s))
+    if (again >= w && !quitting(s) && !may_prefault(s, cur, w))
         idle_wait(s, seq, w);
     /* Seq_cst: back to ticking; producers stop poking. */
     atomic_store_explicit(&s->wake_tick, AWAKE, memory_order_seq_cst);
@@ -205,6 +244,7 @@ int tw__cursor_start(tw_service *s)
     atomic_init(&s->wake_tick, AWAKE);
     atomic_init(&s->wake_seq, 0);
     atomic_init(&s->cursor_quit, false);
+    s->rec.on_grow = records_grew; /* before any producer: tw_create has not returned */
     int rc = tw__thread_start(&s->cursor, cursor_main, s, "tw-cursor");
     if (rc != TW_OK)
         return rc;

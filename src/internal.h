@@ -174,13 +174,23 @@ typedef struct tw_magazine {
 #define TW_SHARED_STRIPES 4
 #define TW_STRIPES (TW_OWNED_STRIPES + TW_SHARED_STRIPES)
 
+/* Populating the record table ahead of the producers (records.c). */
+#define TW_PREFAULT_STEP  32768u  /* records (1.25 MiB): the producers' request grain */
+#define TW_PREFAULT_AHEAD 131072u /* records (5 MiB) populated past the high-water mark */
+
 typedef struct tw_records {
     _Atomic(tw_record *) chunk[TW_REC_CHUNKS];
     _Atomic(struct tw_periodic *) periodic[TW_REC_CHUNKS]; /* per chunk, on demand */
     _Atomic uint64_t free_head TW_ALIGNED; /* tag (32) | index + 1 (32) */
     _Atomic uint32_t next_unused TW_ALIGNED; /* never-used indexes start here */
+    _Atomic uint32_t prefault_want;       /* populate the table up to here (records.c) */
     uint32_t limit;                       /* max records (TW_REC_MAX) */
     uint32_t gen_base;                    /* first generation of every record */
+    uint32_t prefault_done;               /* the populating thread's only */
+    bool prefault_off;                    /* the populating thread's only: no kernel support */
+    /* Called by a producer that raised prefault_want; set before the first
+     * producer, never changed. NULL (MANUAL clock): nobody populates ahead. */
+    void (*on_grow)(struct tw_records *r);
     tw_magazine mag[TW_OWNED_STRIPES];    /* one per owned stripe (its owner only) */
 } tw_records;
 
@@ -224,6 +234,13 @@ void tw__rec_free(tw_records *r, uint32_t idx, uint64_t old_state);
 /* Push a record whose state word the caller already CAS-ed to FREE. */
 void tw__rec_push_free(tw_records *r, uint32_t idx);
 uint64_t tw__rec_free_state(uint64_t old_state); /* FREE, next generation */
+/* The populating thread (the cursor): fault in the next piece of the
+ * records the producers asked for ahead of the high-water mark. Returns
+ * true while more is asked for than done. */
+bool tw__rec_prefault(tw_records *r);
+/* Whether producers asked for more than was populated (seq_cst: the
+ * cursor's look before it sleeps, cursor.c). */
+bool tw__rec_prefault_asked(tw_records *r);
 static inline tw_timer tw__handle(uint32_t gen, uint32_t idx)
 {
     return ((uint64_t)gen << 32) | idx;

@@ -145,12 +145,6 @@ static void overflow_segments_from_the_arena_hold_every_timer(void **state)
  * address space, and valgrind's own memory falls under the child's limit,
  * so there it is skipped. */
 #ifndef T_SANITIZED
-static bool under_valgrind(void)
-{
-    const char *pre = getenv("LD_PRELOAD");
-    return pre && strstr(pre, "vgpreload") != NULL;
-}
-
 static int enomem_child(void)
 {
     tw_service *s = t_service(T_MS, 64, 1);
@@ -194,7 +188,7 @@ static void out_of_memory_is_enomem_not_a_hang(void **state)
 #ifdef T_SANITIZED
     skip();
 #else
-    if (under_valgrind())
+    if (t_under_valgrind())
         skip();
     pid_t pid = fork();
     assert_true(pid >= 0);

@@ -110,14 +110,6 @@ static char *read_readme(void)
     return buf;
 }
 
-/* Under valgrind, whose preload library is in LD_PRELOAD (checked at run
- * time: the executable is the same one scripts/test.sh gcc runs). */
-static bool under_valgrind(void)
-{
-    const char *pre = getenv("LD_PRELOAD");
-    return pre && strstr(pre, "vgpreload") != NULL;
-}
-
 static bool close_enough(double got, double want, double abs_slack)
 {
     double d = got > want ? got - want : want - got;
@@ -145,7 +137,7 @@ static void memory_table_matches_readme(void **state)
 #ifdef T_SANITIZED_RSS
     print_message("      (sanitizer build: README's figures not compared)\n");
 #else
-    if (under_valgrind()) {
+    if (t_under_valgrind()) {
         print_message("      (under valgrind: README's figures not compared)\n");
         return;
     }

@@ -42,6 +42,34 @@ static inline void t_sleep_ns(uint64_t ns)
     }
 }
 
+/* Under valgrind, whose preload library is in LD_PRELOAD (checked at run
+ * time: scripts/test-proof.sh runs build/gcc's executables under it). Its
+ * allocator pads and fills what it hands out, so tests that read resident
+ * memory skip those reads there. */
+static inline bool t_under_valgrind(void)
+{
+    const char *pre = getenv("LD_PRELOAD");
+    return pre && strstr(pre, "vgpreload") != NULL;
+}
+
+/* Whether malloc is a sanitizer's or valgrind's: they fill or pad what
+ * they hand out, so which pages are resident says nothing about ours. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define T_SANITIZER_MALLOC 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define T_SANITIZER_MALLOC 1
+#endif
+#endif
+static inline bool t_foreign_malloc(void)
+{
+#ifdef T_SANITIZER_MALLOC
+    return true;
+#else
+    return t_under_valgrind();
+#endif
+}
+
 /* ---- failures found inside callbacks --------------------------------- */
 
 static char t_cb_error[512];
