@@ -3,9 +3,10 @@
  * and that memory stays flat (issue 12).
  *
  *     soak [threads=3] [-] [seconds=$TW_SOAK_SECONDS|60] [max_timers=2500] [seed]
+ *          [sessions=1100]
  *
  * A MONOTONIC service, 1 ms tick, two workers, max_timers set. Each
- * producer thread owns SESSIONS session timers (together a little more
+ * producer thread owns `sessions` session timers (together a little more
  * than max_timers, so the cap is hit now and then) and PERIODIC periodic
  * ones. In a loop it picks a session and, by its state and a die: arms it
  * (delay 1 ms .. 2 s; TW_EAGAIN when the cap is full is expected and
@@ -46,7 +47,8 @@
 #endif
 #endif
 
-#define SESSIONS 1100
+#define SESSIONS 1100 /* per thread, unless given */
+static uint64_t g_sessions = SESSIONS;
 #define PERIODIC 8
 #define BLOCK_EVERY 3000
 #define MS 1000000ull
@@ -244,7 +246,7 @@ static void *produce(void *arg)
     producer *p = arg;
     while (st_mono_ns() < p->end_ns) {
         for (int k = 0; k < 256; k++) {
-            session_op(p, &p->ss[st_below(&p->rng, SESSIONS)]);
+            session_op(p, &p->ss[st_below(&p->rng, g_sessions)]);
             p->ops++;
         }
         if (st_below(&p->rng, 64) == 0)
@@ -257,7 +259,7 @@ static void *produce(void *arg)
 /* Every session and periodic timer settled one way, after tw_stop. */
 static void account(producer *p, uint64_t *dropped)
 {
-    for (int i = 0; i < SESSIONS; i++) {
+    for (uint64_t i = 0; i < g_sessions; i++) {
         session *x = &p->ss[i];
         uint32_t f = atomic_load_explicit(&x->fires, memory_order_acquire);
         uint32_t d = atomic_load_explicit(&x->dropped, memory_order_relaxed);
@@ -287,9 +289,10 @@ int main(int argc, char **argv)
     double seconds = argc > 3 && strcmp(argv[3], "-") != 0 ? strtod(argv[3], NULL) : def_seconds;
     uint64_t max_timers = st_arg(argc, argv, 4, 2500);
     uint64_t seed = st_arg(argc, argv, 5, st_seed_default());
-    printf("soak: seed %" PRIu64 ", %" PRIu64 " producers, %.0f s, max_timers %" PRIu64 "\n",
-           seed, np, seconds, max_timers);
-    if (np == 0 || np > 16 || seconds <= 0)
+    g_sessions = st_arg(argc, argv, 6, SESSIONS);
+    printf("soak: seed %" PRIu64 ", %" PRIu64 " producers, %.0f s, max_timers %" PRIu64
+           ", %" PRIu64 " sessions each\n", seed, np, seconds, max_timers, g_sessions);
+    if (np == 0 || np > 16 || seconds <= 0 || g_sessions == 0 || g_sessions > 1000000)
         return 2;
     tw_config cfg;
     tw_config_init(&cfg);
@@ -302,7 +305,7 @@ int main(int argc, char **argv)
     for (uint64_t i = 0; i < np; i++) {
         st_rng_seed(&g_p[i].rng, seed, i);
         g_p[i].end_ns = end;
-        g_p[i].ss = calloc(SESSIONS, sizeof(session));
+        g_p[i].ss = calloc(g_sessions, sizeof(session));
         if (!g_p[i].ss)
             return 2;
     }
