@@ -261,6 +261,17 @@ static inline void t_stats(tw_service *s, tw_stats *st)
 }
 
 /* the quiescent one-shot identity */
+/* The fewest placements stats.overflowed counts for n timers held in
+ * `slots` slots of capacity cap. Each slot has one fixed array per lane
+ * (one lane per CPU, at most TW_MAX_LANES: wheel.c my_lane), and a thread
+ * the scheduler moves between CPUs fills the arrays of more than one, so
+ * a test cannot count on a single lane's cap. */
+static inline uint64_t t_overflow_floor(uint64_t n, uint64_t slots, uint64_t cap)
+{
+    uint64_t fixed = slots * TW_MAX_LANES * cap;
+    return n > fixed ? n - fixed : 0;
+}
+
 #define ASSERT_STATS_IDENTITY(st)                                             \
     do {                                                                      \
         if ((st).scheduled != (st).fired + (st).cancelled + (st).dropped +    \
