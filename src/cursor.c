@@ -181,6 +181,12 @@ static void cursor_sleep(tw_service *s, uint64_t cur)
         }
         w -= lead; /* wake up in time to claim it */
     }
+    if (tw__seg_poll(s)) {
+        /* Detached segments wait for grace steps (segments.c): look again
+         * soon, rather than keep them until the next timer is due. */
+        uint64_t soon = cur + 1 + TW_RETIRE_POLL_NS / s->cfg.tick_ns;
+        w = w < soon ? w : soon;
+    }
     if (may_prefault(s, cur, w)) {
         tw__rec_prefault(&s->rec); /* one step; the loop plans again */
         return;

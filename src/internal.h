@@ -4,7 +4,8 @@
  * Parts (one file each, each with its own design comment):
  *   records.c  timer records: type-stable table, handles, state word, free list
  *   slots.c    one lock-free slot: epoch-tagged counter, reserve, publish, drain
- *   arena.c    memory for the slots' small overflow segments; huge-page advice
+ *   segments.c the slots' segment memory and its reclamation (grace periods);
+ *              huge-page advice
  *   wheel.c    levels, placement, the cursor step over a range of ticks, idle scan,
  *              the invariant checker
  *   clock.c    the service clock: monotonic, manual, absolute sleeps
@@ -287,23 +288,86 @@ static inline uint32_t tw__rec_tag(const tw_record *rec, uint64_t st)
                    atomic_load_explicit(&((tw_record *)rec)->seq, memory_order_relaxed));
 }
 
-/* ---- arena.c ----------------------------------------------------------- */
+/* ---- segments.c -------------------------------------------------------- */
 
-/* Bump-allocated memory for small overflow segments, freed at destroy. */
-struct tw_arena_chunk;
-typedef struct tw_arena {
-    _Atomic(struct tw_arena_chunk *) cur; /* the chunk being handed out */
-} TW_ALIGNED tw_arena; /* a line each: the wheel keeps one per lane */
-void  tw__arena_init(tw_arena *a);
-void  tw__arena_fini(tw_arena *a);
-/* Zeroed memory of `bytes` (64-byte aligned), any thread; NULL: no memory. */
-void *tw__arena_alloc(tw_arena *a, size_t bytes);
-/* Give back p (from tw__arena_alloc, never written) if nothing was taken
- * after it; otherwise it stays unused. */
-void  tw__arena_undo(tw_arena *a, void *p, size_t bytes);
 /* Ask for transparent huge pages on the whole 2 MiB pages inside an
  * allocation (none if it holds none); a hint. */
 void  tw__advise_huge_pages(void *p, size_t bytes);
+
+#define TW_SEG_MAP_BYTES (64u * 1024u) /* segments this large are mapped alone */
+#define TW_RETIRE_MAX_BYTES (64ull << 20) /* retired, not yet freed: past this,
+                                             drains stop detaching */
+#define TW_SEG_KEEP_MIN (1u << 20) /* overflow bytes a wheel keeps in its slots ... */
+#define TW_SEG_KEEP_PER_ENTRY 32u  /* ... plus this per entry they hold (segments.c) */
+/* Tests only: the limit and the minimum above for the services created
+ * from now on (0: the defaults). */
+extern uint64_t tw__retire_max_override;
+extern uint64_t tw__seg_keep_min_override;
+#define TW_RETIRE_POLL_NS (2u * 1000u * 1000u) /* an idle cursor with retired
+                                                  memory looks again this soon */
+#define TW_RETIRE_STEP_NS (1000u * 1000u) /* grace steps begin at most this often */
+
+typedef struct tw_retired {
+    void *p;
+    size_t bytes;
+    bool table; /* a tw_overflow table (freed with its late installs) */
+} tw_retired;
+typedef struct tw_retire_list {
+    tw_retired *v;
+    size_t n, cap;
+} tw_retire_list;
+
+/* The wheel's reclamation state (segments.c has the protocol). */
+typedef struct tw_segs {
+    _Atomic uint32_t phase TW_ALIGNED; /* readers count on readers[phase & 1];
+                                          only the drainer writes it */
+    uint32_t old_phase;    /* drainer: the phase the step in progress waits on */
+    bool stepping;         /* drainer: a grace step is in progress */
+    tw_retire_list fresh;  /* drainer: retired since the step in progress began */
+    tw_retire_list one;    /* drainer: retired before it began */
+    tw_retire_list two;    /* drainer: one step done since their retirement */
+    uint64_t waiting_bytes;/* drainer: bytes in the three lists */
+    uint64_t began_at;     /* drainer: service clock at the last step's
+                              beginning (0: none yet) */
+    uint64_t max_bytes;    /* TW_RETIRE_MAX_BYTES (tests: tw__retire_max_override) */
+    uint64_t keep_min;     /* TW_SEG_KEEP_MIN (tests: tw__seg_keep_min_override) */
+    uint64_t budget_reserved; /* drainer: positions ever reserved, at the budget */
+    uint64_t budget_held;  /* drainer: overflow bytes held then, less those
+                              retired since */
+    const uint64_t *removed; /* the wheel's positions drained, ever */
+} tw_segs;
+
+/* A reader of segments: a placement that reaches an overflow position, a
+ * scan of entries. Entered on first need, left once at the end. */
+typedef struct tw_seg_guard {
+    tw_service *s;
+    _Atomic uint64_t *held; /* the count we raised; NULL: not entered */
+    bool owned;             /* on an owned stripe: plain load + store */
+} tw_seg_guard;
+#define TW_SEG_GUARD(svc) {.s = (svc), .held = NULL, .owned = false}
+void tw__seg_enter(tw_seg_guard *g);
+void tw__seg_leave(tw_seg_guard *g);
+static inline void tw__seg_done(tw_seg_guard *g)
+{
+    if (g->held)
+        tw__seg_leave(g);
+}
+/* Zeroed segment memory; NULL: no memory. Overflow segments and tables
+ * are counted in tw__seg_held_bytes (`counted`), fixed arrays are not. */
+void *tw__seg_alloc(tw_service *s, size_t bytes, bool counted);
+void  tw__seg_free(tw_service *s, void *p, size_t bytes, bool counted);
+uint64_t tw__seg_held_bytes(tw_service *s); /* overflow: allocated, not yet freed */
+/* Drainer, before a step or a compaction pass: read what the budget
+ * needs (segments.c: drains give segments back past it). */
+void  tw__seg_budget(tw_service *s);
+/* Drainer: room to retire `items` more (false: keep them attached). */
+bool  tw__seg_may_retire(tw_segs *g, size_t items);
+void  tw__seg_retire(tw_segs *g, void *p, size_t bytes, bool table);
+/* Drainer: advance the grace steps, free what is past them. True while
+ * anything waits to be freed. */
+bool  tw__seg_poll(tw_service *s);
+bool  tw__seg_waiting(const tw_segs *g);
+void  tw__segs_fini(tw_service *s);
 
 #define TW_SLOT_SEGS 28 /* the fixed array, then 27 doubling overflow segments
                            (64 << 26 >= 2^32 positions) */
@@ -349,17 +413,21 @@ enum { TW_SLOT_OK = 0, TW_SLOT_NEWER = 1, TW_SLOT_CLOSED_NOW = 2, TW_SLOT_RAN_AW
  * key to publish with). TW_SLOT_OK; TW_SLOT_NEWER (the slot is past
  * `epoch`: re-read the cursor); TW_SLOT_CLOSED_NOW (being drained: go to a
  * late slot); TW_SLOT_RAN_AWAY (the producer stalled across 2^30 rounds:
- * the position is left unpublished, place again); TW_ENOMEM. `a` is the
- * arena the slot's small segments come from. */
-int  tw__slot_reserve(tw_slot *sl, tw_arena *a, uint32_t cap, uint64_t epoch,
-                      uint32_t *pos, uint64_t *round, uint64_t *round_epoch);
+ * the position is left unpublished, place again); TW_ENOMEM. *entry: the
+ * position's entry, to publish into; `g` enters the segments' read side
+ * when the position is in an overflow segment (the caller leaves it once
+ * it is done with the entry: tw__seg_done). */
+int  tw__slot_reserve(tw_slot *sl, tw_seg_guard *g, uint32_t cap, uint64_t epoch,
+                      uint32_t *pos, _Atomic uint64_t **entry, uint64_t *round,
+                      uint64_t *round_epoch);
 /* Reserve in whatever round is open (late slots). */
-int  tw__slot_reserve_any(tw_slot *sl, tw_arena *a, uint32_t cap, uint32_t *pos,
-                          uint64_t *round);
-/* Publish `value` at a position reserved in round `round`; false if the
- * drainer tombstoned it first (then place the timer again). */
-bool tw__slot_publish(tw_slot *sl, uint32_t cap, uint32_t pos, uint64_t round,
-                      uint64_t value);
+int  tw__slot_reserve_any(tw_slot *sl, tw_seg_guard *g, uint32_t cap, uint32_t *pos,
+                          _Atomic uint64_t **entry, uint64_t *round);
+/* Publish `value` into the entry of a position reserved in round `round`
+ * (the entry the reservation returned: never looked up again, as the
+ * drain may have detached its segment since); false if the drainer
+ * tombstoned it first (then place the timer again). */
+bool tw__slot_publish(_Atomic uint64_t *entry, uint64_t round, uint64_t value);
 typedef struct tw_vec {
     uint64_t *v;
     size_t n, cap;
@@ -367,10 +435,6 @@ typedef struct tw_vec {
 void tw__vec_push(tw_vec *vec, uint64_t x);
 void tw__vec_reserve(tw_vec *vec, size_t n); /* aborts on OOM (drainer) */
 void tw__vec_free(tw_vec *vec);
-/* Drainer: close the slot, move every published entry into out (via
- * tw__vec_push), tombstone every position, and open the next round, for
- * next_epoch. Returns the number of positions that had been reserved. */
-uint32_t tw__slot_drain(tw_slot *sl, uint32_t cap, uint64_t next_epoch, tw_vec *out);
 /* The drain in three steps, so that a large slot can be taken a chunk at
  * a time (wheel.c, bursts): close (returns the final count), take
  * positions [from, to) (published values to out, tombstones left), reopen
@@ -378,18 +442,25 @@ uint32_t tw__slot_drain(tw_slot *sl, uint32_t cap, uint64_t next_epoch, tw_vec *
 uint32_t tw__slot_close(tw_slot *sl);
 void tw__slot_take(tw_slot *sl, uint32_t cap, uint32_t from, uint32_t to, tw_vec *out);
 void tw__slot_reopen(tw_slot *sl, uint64_t epoch);
-/* Drainer: the same, early, reopening for the same epoch (compaction:
+/* Drainer, between the take and the reopen: hand the slot's overflow
+ * segments to `g` to be freed after a grace period (segments.c); the next
+ * round grows new ones as it needs them. */
+void tw__slot_detach(tw_slot *sl, uint32_t cap, tw_segs *g);
+/* Drainer: close, take, detach and reopen for the same epoch (compaction:
  * the caller places the live entries again). */
-uint32_t tw__slot_compact(tw_slot *sl, uint32_t cap, tw_vec *out);
+uint32_t tw__slot_compact(tw_slot *sl, uint32_t cap, tw_vec *out, tw_segs *g);
 /* Drainer: the same for a late slot (a new round only if something was
  * reserved in this one). */
-uint32_t tw__slot_drain_late(tw_slot *sl, uint32_t cap, tw_vec *out);
+uint32_t tw__slot_drain_late(tw_slot *sl, uint32_t cap, tw_vec *out, tw_segs *g);
+/* Free a retired overflow table, and any segment installed in it after
+ * its detach (segments.c, after the grace period). */
+void tw__slot_table_free(tw_service *s, void *table);
 _Atomic uint64_t *tw__slot_entry(tw_slot *sl, uint32_t cap, uint32_t pos);
 /* True if position pos is the first of an overflow segment. */
 bool tw__slot_segment_start(uint32_t cap, uint32_t pos);
 /* A slot collecting for `epoch` (create). */
 void tw__slot_init(tw_slot *sl, uint64_t epoch);
-void tw__slot_fini(tw_slot *sl, uint32_t cap);
+void tw__slot_fini(tw_service *s, tw_slot *sl, uint32_t cap);
 
 /* ---- wheel.c ----------------------------------------------------------- */
 
@@ -417,7 +488,6 @@ typedef struct tw_wheel {
     _Atomic uint64_t *occ;   /* occupancy: levels * occ_words bits */
     _Atomic uint64_t *grew;  /* slots that grew a new segment (compaction) */
     uint32_t occ_words;      /* 64-bit words per level */
-    tw_arena arena[TW_MAX_LANES]; /* small overflow segments, one arena per lane */
     tw_slot late[2];         /* always-open refuges for placements whose target
                                 slot was closed under them */
     _Atomic uint64_t cur TW_ALIGNED; /* end tick of the last range whose
@@ -450,6 +520,7 @@ typedef struct tw_wheel {
     tw_vec due;              /* (key, handle) pairs claimed in this step */
     tw_vec spare;            /* order_due's scratch, swapped with due */
     uint32_t *counts;        /* order_due's histogram, TW_ORDER_SPAN entries */
+    tw_segs segs;            /* detached segments on their way to free (segments.c) */
 } tw_wheel;
 
 int  tw__wheel_init(tw_wheel *w, uint32_t nslots, uint32_t cap);
@@ -661,6 +732,10 @@ typedef struct tw_stripe {
     _Atomic uint64_t max_lateness;
     _Atomic int64_t budget;    /* idle units of max_timers (service.c, budgets);
                                   atomic RMW: a sweeper may empty it */
+    _Atomic uint64_t seg_readers[2]; /* readers of segments inside, by phase
+                                  (segments.c) */
+    _Atomic uint64_t seg_bytes;  /* segment bytes allocated less freed (wraps:
+                                  summed over the stripes) */
     _Atomic uint64_t lateness[TW_LATENESS_BUCKETS];
     _Atomic uint64_t rare[TW_RARE_COUNT];
 } TW_ALIGNED tw_stripe;

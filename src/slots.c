@@ -64,12 +64,34 @@
  * gives its copy back), segment 0 too, so a slot that is never used costs
  * its header only. The pointers to segments 0..TW_SLOT_NEAR-1 sit in the
  * slot's own line, the rest in a table made on first use. Segments under
- * 64 KiB come from the lane's arena (arena.c), larger ones are mapped one
- * by one. A producer makes the segment for position p before it reserves
- * p, so a reserved position always has memory and the drainer never
- * allocates. Segments stay with the slot until tw_destroy and are reused
- * by later rounds (the EMPTY round numbers make that safe). Nothing is
- * ever refused for lack of room.
+ * 64 KiB come from malloc, larger ones are mapped one by one (segments.c).
+ * A producer makes the segment for position p before it reserves p, so a
+ * reserved position always has memory and the drainer never allocates.
+ * Nothing is ever refused for lack of room.
+ *
+ * Giving segments back (tw__slot_detach): the fixed array (segment 0)
+ * stays with the slot; every overflow segment, and the table, is detached
+ * by the drainer after it has taken every position and before it reopens
+ * (an exchange with NULL: a producer may install concurrently), and freed
+ * after a grace period (segments.c). Why that is safe:
+ *   - A producer publishes into the entry its reservation returned (the
+ *     segment it loaded before its reserve CAS), never one looked up
+ *     again. A stale producer's position was tombstoned in that segment,
+ *     so its publish fails there, even though the slot may hold a fresh
+ *     segment (all EMPTY(0)) at the same position by then. Looking the
+ *     entry up again at publish would let it succeed into the fresh one, a
+ *     round too late (stress/model: BROKEN_REDERIVE_SEGMENT).
+ *   - A successful reserve CAS saw the word unchanged since the producer
+ *     read it, open, so no drain closed the slot in between: the segment
+ *     it loaded after that read (acquire, after the reopen's release that
+ *     follows every detach) is the round's own.
+ *   - A producer that read the word before a close may install a segment
+ *     after the drainer detached: the install stays with the slot (fresh,
+ *     for the next round) and its reserve fails; one installed into a
+ *     detached table is never reserved and is freed with the table.
+ *   - Readers of segments (reserving past the fixed array, publishing,
+ *     tw_next_due's walk, the checker) stay inside a tw_seg_guard until
+ *     they are done with the pointer.
  */
 #include "internal.h"
 
@@ -113,14 +135,14 @@ static size_t seg_len(uint32_t cap, uint32_t j)
  * separate table), else in the overflow table, made here if `make`.
  * NULL: no table (and not `make`), or no memory for one. */
 typedef _Atomic(_Atomic uint64_t *) seg_ptr;
-static seg_ptr *seg_ptr_of(tw_slot *sl, uint32_t j, bool make)
+static seg_ptr *seg_ptr_of(tw_slot *sl, uint32_t j, tw_service *make)
 {
     if (j < TW_SLOT_NEAR)
         return &sl->near[j];
     /* Acquire: pairs with the release CAS that installed it. */
     tw_overflow *o = atomic_load_explicit(&sl->ovf, memory_order_acquire);
     if (!o && make) {
-        tw_overflow *fresh = calloc(1, sizeof *fresh);
+        tw_overflow *fresh = tw__seg_alloc(make, sizeof *fresh, true);
         if (!fresh)
             return NULL;
         /* Release on success publishes the zeroed table; acquire on
@@ -130,7 +152,7 @@ static seg_ptr *seg_ptr_of(tw_slot *sl, uint32_t j, bool make)
                                                     memory_order_acquire))
             o = fresh;
         else
-            free(fresh);
+            tw__seg_free(make, fresh, sizeof *fresh, true);
     }
     return o ? &o->seg[j - TW_SLOT_NEAR] : NULL;
 }
@@ -149,52 +171,28 @@ _Atomic uint64_t *tw__slot_entry(tw_slot *sl, uint32_t cap, uint32_t pos)
 {
     uint32_t off;
     uint32_t j = seg_of(cap, pos, &off);
-    seg_ptr *sp = seg_ptr_of(sl, j, false);
+    seg_ptr *sp = seg_ptr_of(sl, j, NULL);
     /* Acquire: the segment's zeroed (EMPTY(0)) entries are visible. */
     _Atomic uint64_t *seg = sp ? atomic_load_explicit(sp, memory_order_acquire) : NULL;
     return seg ? &seg[off] : NULL;
 }
-
-/* Segments of 64 KiB and more are mapped one by one: their pages stay
- * unbacked until entries are written, so the unused tail of a slot's last
- * segment costs no memory. Smaller ones come from the lane's arena
- * (arena.c: huge pages, no fault per 4 KiB), where a tail is a few KiB. */
-#define TW_SEG_MAP_BYTES (64u * 1024u)
 
 static size_t seg_bytes(uint32_t cap, uint32_t j)
 {
     return seg_len(cap, j) * sizeof(_Atomic uint64_t);
 }
 
-static bool seg_is_mapped(uint32_t cap, uint32_t j)
-{
-    return seg_bytes(cap, j) >= TW_SEG_MAP_BYTES;
-}
-
-static _Atomic uint64_t *seg_alloc(tw_arena *a, uint32_t cap, uint32_t j)
-{
-    size_t bytes = seg_bytes(cap, j);
-    if (!seg_is_mapped(cap, j))
-        return tw__arena_alloc(a, bytes);
-    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    return p == MAP_FAILED ? NULL : p;
-}
-
-/* The loser of an install race hands its segment (never written) back. */
-static void seg_give_back(tw_arena *a, _Atomic uint64_t *seg, uint32_t cap, uint32_t j)
-{
-    if (seg_is_mapped(cap, j))
-        munmap(seg, seg_bytes(cap, j));
-    else
-        tw__arena_undo(a, seg, seg_bytes(cap, j));
-}
-
-/* Make sure position pos has memory before anyone reserves it. */
-static int ensure_room(tw_slot *sl, tw_arena *a, uint32_t cap, uint32_t pos)
+/* Make sure position pos has memory before anyone reserves it; *entry
+ * is its entry. An overflow position enters the segments' read side
+ * first (g), so the segment cannot be freed while we hold it. */
+static int ensure_room(tw_slot *sl, tw_seg_guard *g, uint32_t cap, uint32_t pos,
+                       _Atomic uint64_t **entry)
 {
     uint32_t off;
     uint32_t j = seg_of(cap, pos, &off);
-    seg_ptr *sp = seg_ptr_of(sl, j, true);
+    if (j > 0)
+        tw__seg_enter(g);
+    seg_ptr *sp = seg_ptr_of(sl, j, g->s);
     if (!sp)
         return TW_ENOMEM;
     /* Acquire: as in tw__slot_entry. */
@@ -203,19 +201,21 @@ static int ensure_room(tw_slot *sl, tw_arena *a, uint32_t cap, uint32_t pos)
         /* The entry we are about to reserve: its line (last written by the
          * drain's tombstones, on another core) comes in while we reserve. */
         __builtin_prefetch(&have[off], 1, 3);
+        *entry = &have[off];
         return TW_OK;
     }
-    _Atomic uint64_t *seg = seg_alloc(a, cap, j);
+    _Atomic uint64_t *seg = tw__seg_alloc(g->s, seg_bytes(cap, j), j > 0);
     if (!seg)
         return TW_ENOMEM;
-    _Atomic uint64_t *none = NULL;
-    /* Release publishes the zeroed segment; the loser gives its copy back
-     * (a small one only if nothing was taken from the arena since: else
-     * it stays unused, one segment per lost race). */
-    if (!atomic_compare_exchange_strong_explicit(sp, &none, seg,
-                                                 memory_order_acq_rel,
-                                                 memory_order_acquire))
-        seg_give_back(a, seg, cap, j);
+    /* Release publishes the zeroed segment; acquire on failure reads the
+     * winner's, and the loser frees its copy (never published). */
+    if (atomic_compare_exchange_strong_explicit(sp, &have, seg, memory_order_acq_rel,
+                                                memory_order_acquire)) {
+        have = seg;
+    } else {
+        tw__seg_free(g->s, seg, seg_bytes(cap, j), j > 0);
+    }
+    *entry = &have[off];
     return TW_OK;
 }
 
@@ -227,12 +227,13 @@ static uint64_t round_of(uint64_t w, uint64_t q0)
     return q0 + ((low - (uint32_t)q0) & TW_SLOT_SEQ_MASK);
 }
 
-static int reserve_at(tw_slot *sl, tw_arena *a, uint32_t cap, uint64_t *w, uint32_t *pos)
+static int reserve_at(tw_slot *sl, tw_seg_guard *g, uint32_t cap, uint64_t *w,
+                      uint32_t *pos, _Atomic uint64_t **entry)
 {
     uint32_t count = (uint32_t)(*w & TW_SLOT_COUNT_MASK);
     if (count == UINT32_MAX)
         return TW_SLOT_CLOSED_NOW; /* cannot count further: go elsewhere */
-    int rc = ensure_room(sl, a, cap, count);
+    int rc = ensure_room(sl, g, cap, count, entry);
     if (rc != TW_OK)
         return rc;
     /* Seq_cst on success (acq_rel would do for the slot itself, and costs
@@ -265,8 +266,9 @@ static int settle_round(tw_slot *sl, uint64_t w, uint64_t q0, uint64_t *round)
     return TW_SLOT_OK;
 }
 
-int tw__slot_reserve(tw_slot *sl, tw_arena *a, uint32_t cap, uint64_t epoch,
-                     uint32_t *pos, uint64_t *round, uint64_t *round_epoch)
+int tw__slot_reserve(tw_slot *sl, tw_seg_guard *g, uint32_t cap, uint64_t epoch,
+                     uint32_t *pos, _Atomic uint64_t **entry, uint64_t *round,
+                     uint64_t *round_epoch)
 {
     ck_backoff_t backoff = CK_BACKOFF_INITIALIZER;
     /* Acquire: the lower bound q0 comes before the word. */
@@ -283,7 +285,7 @@ int tw__slot_reserve(tw_slot *sl, tw_arena *a, uint32_t cap, uint64_t epoch,
             e = epoch; /* never drained: its first round, the one we aim at */
         if (e > epoch)
             return TW_SLOT_NEWER;
-        int rc = reserve_at(sl, a, cap, &w, pos);
+        int rc = reserve_at(sl, g, cap, &w, pos, entry);
         if (rc == TW_SLOT_OK) {
             *round_epoch = e;
             return settle_round(sl, w, q0, round);
@@ -296,8 +298,8 @@ int tw__slot_reserve(tw_slot *sl, tw_arena *a, uint32_t cap, uint64_t epoch,
     }
 }
 
-int tw__slot_reserve_any(tw_slot *sl, tw_arena *a, uint32_t cap, uint32_t *pos,
-                         uint64_t *round)
+int tw__slot_reserve_any(tw_slot *sl, tw_seg_guard *g, uint32_t cap, uint32_t *pos,
+                         _Atomic uint64_t **entry, uint64_t *round)
 {
     ck_backoff_t backoff = CK_BACKOFF_INITIALIZER;
     /* Acquire: as in tw__slot_reserve. */
@@ -306,7 +308,7 @@ int tw__slot_reserve_any(tw_slot *sl, tw_arena *a, uint32_t cap, uint32_t *pos,
     for (;;) {
         if (w & TW_SLOT_CLOSED)
             return TW_SLOT_CLOSED_NOW;
-        int rc = reserve_at(sl, a, cap, &w, pos);
+        int rc = reserve_at(sl, g, cap, &w, pos, entry);
         if (rc == TW_SLOT_OK)
             return settle_round(sl, w, q0, round);
         if (rc != -100)
@@ -317,10 +319,8 @@ int tw__slot_reserve_any(tw_slot *sl, tw_arena *a, uint32_t cap, uint32_t *pos,
     }
 }
 
-bool tw__slot_publish(tw_slot *sl, uint32_t cap, uint32_t pos, uint64_t round,
-                      uint64_t value)
+bool tw__slot_publish(_Atomic uint64_t *e, uint64_t round, uint64_t value)
 {
-    _Atomic uint64_t *e = tw__slot_entry(sl, cap, pos);
     TW_INJECT(TW_INJ_RESERVE_PUBLISH);
     /* Relaxed: only a guess for the CAS, which checks it. */
     uint64_t cur = atomic_load_explicit(e, memory_order_relaxed);
@@ -419,26 +419,22 @@ void tw__slot_reopen(tw_slot *sl, uint64_t epoch)
  * out, every entry becomes EMPTY(the next round); then open the next
  * round, for `epoch`. Returns n. */
 static uint32_t drain_reserved(tw_slot *sl, uint32_t cap, uint32_t n, uint64_t epoch,
-                               tw_vec *out)
+                               tw_vec *out, tw_segs *g)
 {
     tw__slot_take(sl, cap, 0, n, out);
+    tw__slot_detach(sl, cap, g);
     tw__slot_reopen(sl, epoch);
     return n;
 }
 
-uint32_t tw__slot_drain(tw_slot *sl, uint32_t cap, uint64_t next_epoch, tw_vec *out)
-{
-    return drain_reserved(sl, cap, slot_close(sl), next_epoch, out);
-}
-
-uint32_t tw__slot_compact(tw_slot *sl, uint32_t cap, tw_vec *out)
+uint32_t tw__slot_compact(tw_slot *sl, uint32_t cap, tw_vec *out, tw_segs *g)
 {
     /* Relaxed: only the drainer writes a slot's epoch. */
     uint64_t epoch = atomic_load_explicit(&sl->epoch, memory_order_relaxed);
-    return drain_reserved(sl, cap, slot_close(sl), epoch, out);
+    return drain_reserved(sl, cap, slot_close(sl), epoch, out, g);
 }
 
-uint32_t tw__slot_drain_late(tw_slot *sl, uint32_t cap, tw_vec *out)
+uint32_t tw__slot_drain_late(tw_slot *sl, uint32_t cap, tw_vec *out, tw_segs *g)
 {
     uint32_t n = slot_close(sl);
     if (n == 0) {
@@ -450,17 +446,63 @@ uint32_t tw__slot_drain_late(tw_slot *sl, uint32_t cap, tw_vec *out)
                               memory_order_release);
         return 0;
     }
-    return drain_reserved(sl, cap, n, 0, out);
+    return drain_reserved(sl, cap, n, 0, out, g);
 }
 
-void tw__slot_fini(tw_slot *sl, uint32_t cap)
+/* Detach the pointer at sp (the drainer's exchange: a producer may be
+ * installing) and retire what it held. Acquire: the installer's zeroing
+ * happens before our free; release: nothing, as the reopen publishes. */
+static void retire_at(seg_ptr *sp, size_t bytes, tw_segs *g)
 {
-    /* Relaxed: tw_destroy runs alone. Small segments go with the arenas. */
-    for (uint32_t j = 0; j < TW_SLOT_SEGS; j++) {
-        seg_ptr *sp = seg_ptr_of(sl, j, false);
-        _Atomic uint64_t *seg = sp ? atomic_load_explicit(sp, memory_order_relaxed) : NULL;
-        if (seg && seg_is_mapped(cap, j))
-            munmap(seg, seg_bytes(cap, j));
+    _Atomic uint64_t *seg = atomic_exchange_explicit(sp, NULL, memory_order_acquire);
+    if (seg)
+        tw__seg_retire(g, seg, bytes, false);
+}
+
+void tw__slot_detach(tw_slot *sl, uint32_t cap, tw_segs *g)
+{
+    /* Relaxed: a look at our own slot's line, to skip the common case of
+     * a round that never left the fixed array; an install we miss stays
+     * for the next round. */
+    bool any = atomic_load_explicit(&sl->ovf, memory_order_relaxed) != NULL;
+    for (uint32_t j = 1; j < TW_SLOT_NEAR && !any; j++)
+        any = atomic_load_explicit(&sl->near[j], memory_order_relaxed) != NULL;
+    if (!any || !tw__seg_may_retire(g, TW_SLOT_SEGS))
+        return; /* nothing to give back, or too much waiting already */
+    for (uint32_t j = 1; j < TW_SLOT_NEAR; j++)
+        retire_at(&sl->near[j], seg_bytes(cap, j), g);
+    /* Acquire: as in retire_at. */
+    tw_overflow *o = atomic_exchange_explicit(&sl->ovf, NULL, memory_order_acquire);
+    if (!o)
+        return;
+    for (uint32_t j = TW_SLOT_NEAR; j < TW_SLOT_SEGS; j++)
+        retire_at(&o->seg[j - TW_SLOT_NEAR], seg_bytes(cap, j), g);
+    tw__seg_retire(g, o, sizeof *o, true);
+}
+
+void tw__slot_table_free(tw_service *s, void *table)
+{
+    /* Relaxed: the grace period is over; the acquire loads of the readers'
+     * counts ordered every install before this. A segment found here was
+     * installed after the detach by a producer whose reserve then failed:
+     * nobody else ever saw it. */
+    tw_overflow *o = table;
+    for (uint32_t j = TW_SLOT_NEAR; j < TW_SLOT_SEGS; j++) {
+        _Atomic uint64_t *seg = atomic_load_explicit(&o->seg[j - TW_SLOT_NEAR],
+                                                     memory_order_relaxed);
+        tw__seg_free(s, seg, seg_bytes(1, j), true); /* overflow sizes do not depend on cap */
     }
-    free(atomic_load_explicit(&sl->ovf, memory_order_relaxed));
+    tw__seg_free(s, o, sizeof *o, true);
+}
+
+void tw__slot_fini(tw_service *s, tw_slot *sl, uint32_t cap)
+{
+    /* Relaxed: tw_destroy runs alone. Pointers are cleared, so a second
+     * fini (a failed create) frees nothing twice. */
+    for (uint32_t j = 0; j < TW_SLOT_NEAR; j++)
+        tw__seg_free(s, atomic_exchange_explicit(&sl->near[j], NULL, memory_order_relaxed),
+                     seg_bytes(cap, j), j > 0);
+    tw_overflow *o = atomic_exchange_explicit(&sl->ovf, NULL, memory_order_relaxed);
+    if (o)
+        tw__slot_table_free(s, o);
 }

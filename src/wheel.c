@@ -151,10 +151,10 @@ static size_t slot_bytes(const tw_wheel *w)
  * slots) each of those lines crosses between the cores (~200 ns here,
  * bench/floor.c) on most placements. With a lane per CPU, producers on one
  * CPU never run at once, so a lane's lines stay in that core's cache; the
- * drain takes every lane of a slot. Each lane grows from its own arena:
- * with one arena the producers' segments interleaved in the same chunks,
- * so both cores faulted in and wrote the same huge pages and bumped one
- * counter (WL1 P=2 20-21M -> 23-31M ops/s, A/B in one sitting). */
+ * drain takes every lane of a slot. Segments come from malloc, whose
+ * per-thread arenas keep two producers' segments apart (with one shared
+ * bump arena, both cores faulted in and wrote the same huge pages and
+ * bumped one counter: WL1 P=2 20-21M -> 23-31M ops/s with one per lane). */
 uint32_t tw__lanes_override; /* tests only (test_memory.c): 0 = one per CPU */
 
 static uint32_t lanes_for_machine(void)
@@ -185,8 +185,12 @@ int tw__wheel_init(tw_wheel *w, uint32_t nslots, uint32_t cap)
     w->cap = cap;
     w->occ_words = (nslots + 63) / 64;
     w->lanes = lanes_for_machine();
-    for (uint32_t a = 0; a < TW_MAX_LANES; a++)
-        tw__arena_init(&w->arena[a]);
+    w->segs.max_bytes = tw__retire_max_override ? tw__retire_max_override
+                                                : TW_RETIRE_MAX_BYTES;
+    w->segs.keep_min = tw__seg_keep_min_override ? tw__seg_keep_min_override
+                                                 : TW_SEG_KEEP_MIN;
+    w->segs.removed = &w->removed;
+    atomic_init(&w->segs.phase, 0);
     /* Zero pages: a slot's header is all zeros until it is first used
      * (epoch 0: its first round, slots.c), so an idle wheel costs no memory
      * for its slots, however many. */
@@ -219,14 +223,15 @@ int tw__wheel_init(tw_wheel *w, uint32_t nslots, uint32_t cap)
 
 void tw__wheel_fini(tw_wheel *w)
 {
+    /* The wheel lives in its service, whose stripes count segment memory. */
+    tw_service *s = (tw_service *)(void *)((char *)w - offsetof(tw_service, wheel));
+    tw__segs_fini(s);
     if (w->slot) {
         for (size_t i = 0; i < slots_total(w); i++)
-            tw__slot_fini(&w->slot[i], w->cap);
+            tw__slot_fini(s, &w->slot[i], w->cap);
     }
     for (int j = 0; j < LATE_SLOTS; j++)
-        tw__slot_fini(&w->late[j], w->cap);
-    for (uint32_t a = 0; a < TW_MAX_LANES; a++)
-        tw__arena_fini(&w->arena[a]);
+        tw__slot_fini(s, &w->late[j], w->cap);
     if (w->slot)
         munmap(w->slot, slot_bytes(w));
     free((void *)w->occ);
@@ -259,9 +264,10 @@ static void occupancy_mark(tw_wheel *w, uint32_t l, uint32_t i)
 
 /* A slot whose reservations reach a new segment beyond its first
  * TW_GROW_AT overflow entries is marked for compaction (wheel.c,
- * compaction): a slot keeps its segments for good, so if stale entries
- * were allowed to pile up in a slot until the round robin came by, every
- * slot would end up holding memory for its largest pile ever. */
+ * compaction): a slot gives its segments back only when it is emptied
+ * (segments.c), so if stale entries were allowed to pile up in a slot an
+ * hour away until its drain or the round robin came by, it would hold
+ * their memory all that time. */
 #define TW_GROW_AT 64
 
 static void grew_mark(tw_wheel *w, uint32_t l, uint32_t i)
@@ -286,13 +292,14 @@ static void count_reserved(tw_service *s)
         tw__cursor_poke(s, atomic_load_explicit(&s->wheel.cur, memory_order_relaxed) + 1);
 }
 
-static int place_late(tw_service *s, uint64_t value, uint32_t lane)
+static int place_late(tw_service *s, tw_seg_guard *g, uint64_t value)
 {
     tw_wheel *w = &s->wheel;
     for (uint32_t j = 0;; j ^= 1) {
         uint32_t pos;
         uint64_t round;
-        int rc = tw__slot_reserve_any(&w->late[j], &w->arena[lane], w->cap, &pos, &round);
+        _Atomic uint64_t *entry;
+        int rc = tw__slot_reserve_any(&w->late[j], g, w->cap, &pos, &entry, &round);
         if (rc == TW_SLOT_CLOSED_NOW)
             continue; /* the step is draining it; the other one is open */
         if (rc == TW_SLOT_RAN_AWAY) {
@@ -303,7 +310,7 @@ static int place_late(tw_service *s, uint64_t value, uint32_t lane)
         if (rc != TW_SLOT_OK)
             return rc;
         count_reserved(s);
-        if (tw__slot_publish(&w->late[j], w->cap, pos, round, value)) {
+        if (tw__slot_publish(entry, round, value)) {
             /* Seq_cst fence: our reservation (an acq_rel CAS) before the
              * poke's seq_cst look at wake_tick, against the cursor's
              * seq_cst store of wake_tick before its look at the late
@@ -344,7 +351,8 @@ static void aim_at(const tw_wheel *w, uint64_t k, uint64_t c, aim *a)
     a->i = (uint32_t)((a->e >> sh) & (w->nslots - 1));
 }
 
-static int place_once(tw_service *s, uint64_t value, uint64_t k, uint64_t *due)
+static int place_once(tw_service *s, tw_seg_guard *g, uint64_t value, uint64_t k,
+                      uint64_t *due)
 {
     tw_wheel *w = &s->wheel;
     /* Acquire: pairs with the step's release store of cur. */
@@ -357,14 +365,15 @@ static int place_once(tw_service *s, uint64_t value, uint64_t k, uint64_t *due)
     tw_slot *sl = slot_at(w, l, i, lane);
     uint32_t pos;
     uint64_t round, epoch;
-    int rc = tw__slot_reserve(sl, &w->arena[lane], w->cap, e, &pos, &round, &epoch);
+    _Atomic uint64_t *entry;
+    int rc = tw__slot_reserve(sl, g, w->cap, e, &pos, &entry, &round, &epoch);
     if (rc == TW_SLOT_NEWER) {
         tw__count_rare(s, TW_RARE_NEWER);
         return 1; /* the cursor moved past our epoch: recompute */
     }
     if (rc == TW_SLOT_CLOSED_NOW) {
         tw__count_rare(s, TW_RARE_LATE_SLOT);
-        return place_late(s, value, lane);
+        return place_late(s, g, value);
     }
     if (rc != TW_SLOT_OK && rc != TW_SLOT_RAN_AWAY)
         return rc;
@@ -376,7 +385,7 @@ static int place_once(tw_service *s, uint64_t value, uint64_t k, uint64_t *due)
         tw__count_rare(s, TW_RARE_RAN_AWAY);
         return 1; /* left unpublished (the drain tombstones it): place again */
     }
-    if (!tw__slot_publish(sl, w->cap, pos, round, value)) {
+    if (!tw__slot_publish(entry, round, value)) {
         tw__count_rare(s, TW_RARE_TOMBSTONED);
         return 1;
     }
@@ -386,13 +395,18 @@ static int place_once(tw_service *s, uint64_t value, uint64_t k, uint64_t *due)
 
 int tw__place(tw_service *s, uint64_t entry, uint64_t tick)
 {
+    /* Entered by the first reservation past a fixed array, left once the
+     * timer is placed (segments.c): the retries in between stay inside. */
+    tw_seg_guard g = TW_SEG_GUARD(s);
     for (;;) {
         uint64_t due;
-        int rc = place_once(s, entry, tick, &due);
-        if (rc == TW_OK && s->cfg.clock == TW_CLOCK_MANUAL)
-            tw__wake_if_sooner(s, due); /* embed.c: the event loop's wake-up */
-        if (rc <= 0)
+        int rc = place_once(s, &g, entry, tick, &due);
+        if (rc <= 0) {
+            tw__seg_done(&g);
+            if (rc == TW_OK && s->cfg.clock == TW_CLOCK_MANUAL)
+                tw__wake_if_sooner(s, due); /* embed.c: the event loop's wake-up */
             return rc;
+        }
     }
 }
 
@@ -465,8 +479,9 @@ static void drain_slot(tw_service *s, uint32_t l, uint32_t i, uint64_t T)
                           &w->taken);
             take_entries(s, T);
         }
+        count_removed(w, n); /* first: the budget counts what the slots hold */
+        tw__slot_detach(sl, w->cap, &w->segs);
         tw__slot_reopen(sl, next);
-        count_removed(w, n);
     }
 }
 
@@ -744,16 +759,18 @@ void tw__wheel_step(tw_service *s, uint64_t T)
     w->taken.n = 0;
     w->step_min_tick = UINT64_MAX;
     w->due_from = c + 1;
+    tw__seg_budget(s);
     hand_over_staged(s, T);
     for (uint32_t l = w->levels; l-- > 0;)
         drain_level(s, l, c, T);
     for (int j = 0; j < LATE_SLOTS; j++) {
-        count_removed(w, tw__slot_drain_late(&w->late[j], w->cap, &w->taken));
+        count_removed(w, tw__slot_drain_late(&w->late[j], w->cap, &w->taken, &w->segs));
         take_entries(s, T);
     }
     order_due(w);
     count_claims(s, c + 1);
     hands_empty(w, T + 1);
+    tw__seg_poll(s); /* free what earlier drains detached (segments.c) */
 }
 
 /* Claim or re-place the entries just taken. With a worker pool, claims
@@ -856,6 +873,7 @@ void tw__wheel_claim_early(tw_service *s, uint64_t T)
     w->taken.n = 0;
     w->step_min_tick = UINT64_MAX;
     w->due_from = c + 1;
+    tw__seg_budget(s);
     hands_full(w, c + 1);
     occupancy_clear(w, 0, i); /* set again by what is placed back */
     for (uint32_t lane = 0; lane < w->lanes; lane++) {
@@ -866,8 +884,9 @@ void tw__wheel_claim_early(tw_service *s, uint64_t T)
                           count - p < TW_DRAIN_CHUNK ? count : p + TW_DRAIN_CHUNK, &w->taken);
             claim_taken(s, T, &w->staged, T); /* the slot reopens for T */
         }
+        count_removed(w, count); /* first: as in drain_slot */
+        tw__slot_detach(sl, w->cap, &w->segs);
         tw__slot_reopen(sl, T);
-        count_removed(w, count);
     }
     if (w->staged.n != 0)
         w->staged_tick = T; /* the cursor learns of T from it (tw__wheel_next_work) */
@@ -960,7 +979,7 @@ static uint32_t compact_one(tw_service *s, uint32_t l, uint32_t i, uint64_t c)
     hands_full(w, c + 1);
     occupancy_clear(w, l, i); /* set again by the entries placed back */
     for (uint32_t lane = 0; lane < w->lanes; lane++)
-        n += tw__slot_compact(slot_at(w, l, i, lane), w->cap, &w->taken);
+        n += tw__slot_compact(slot_at(w, l, i, lane), w->cap, &w->taken, &w->segs);
     count_removed(w, n);
     for (size_t j = 0; j < w->taken.n; j++)
         keep_entry(s, w->taken.v[j], epoch);
@@ -1004,6 +1023,7 @@ bool tw__wheel_maintain(tw_service *s)
     /* Relaxed: only the drainer writes cur. */
     uint64_t c = atomic_load_explicit(&w->cur, memory_order_relaxed);
     if (entries > 2 * pending) {
+        tw__seg_budget(s); /* compaction gives segments back, as drains do */
         uint64_t grown = compact_grown(s, c);
         w->compacted += grown;
         entries -= grown < entries ? grown : entries;
@@ -1246,7 +1266,10 @@ uint64_t tw__wheel_next_due(tw_service *s)
         if (in > out) /* Acquire: pairs with tw__claim_floor_set. */
             best = atomic_load_explicit(&w->claim_floor, memory_order_acquire);
         bool bounded;
+        tw_seg_guard g = TW_SEG_GUARD(s);
+        tw__seg_enter(&g); /* the walk reads entries of overflow segments */
         best = scan_slots(s, from, best, &bounded);
+        tw__seg_done(&g);
         /* Seq_cst: the window's state after it. */
         if (atomic_load_explicit(&w->step_seq, memory_order_seq_cst) == seq && !(seq & 1))
             return unless_nothing_pending(s, best, bounded);
@@ -1412,7 +1435,10 @@ int tw__check(tw_service *s, char *buf, size_t len)
     for (uint32_t i = 0; i <= x.high; i++)
         x.first_epoch[i] = UINT64_MAX;
     uint64_t pending = 0;
+    tw_seg_guard g = TW_SEG_GUARD(s);
+    tw__seg_enter(&g);
     int rc = check_slots(&x);
+    tw__seg_done(&g);
     if (!rc)
         rc = check_records(&x, &pending);
     if (!rc)

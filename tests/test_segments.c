@@ -1,0 +1,371 @@
+/* test_segments.c: the slots' segment memory (src/segments.c): every
+ * timer in overflow segments fires once; a drained slot gives its overflow
+ * segments back after a grace period, so a wheel turned by bursts holds
+ * what its pending timers need, not every slot's largest burst; a reader
+ * inside delays the frees, and a stalled one bounds what waits; out of
+ * memory is TW_ENOMEM. */
+#include "tw_test.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define T_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define T_SANITIZED 1
+#endif
+#endif
+
+/* Through the wheel: with a slot capacity of 1, thousands of timers in a
+ * few slots live in overflow segments; every one fires once, never early,
+ * in deadline order. */
+static const t_timer *by_deadline_v;
+
+static int by_deadline(const void *a, const void *b)
+{
+    uint64_t x = by_deadline_v[*(const int *)a].deadline;
+    uint64_t y = by_deadline_v[*(const int *)b].deadline;
+    return (x > y) - (x < y);
+}
+
+static void overflow_segments_hold_every_timer(void **state)
+{
+    (void)state;
+    enum { N = 20000 };
+    static t_timer v[N];
+    static int order[N];
+    t_reset_cb_errors();
+    t_seq = 0;
+    tw_service *s = t_service(T_MS, 64, 1);
+    for (int i = 0; i < N; i++)
+        t_arm_nocheck(s, &v[i], (uint64_t)(1 + i % 3) * T_MS + (uint64_t)i);
+    CHECK(s);
+    ADVANCE(s, 4 * T_MS);
+    t_expect_due(v, N, 4 * T_MS, T_MS);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(v[i].runs, 1);
+        order[i] = i;
+    }
+    by_deadline_v = v;
+    qsort(order, N, sizeof order[0], by_deadline);
+    for (int i = 1; i < N; i++) {
+        if (v[order[i]].seq < v[order[i - 1]].seq)
+            fail_msg("deadline %" PRIu64 " ran before deadline %" PRIu64,
+                     v[order[i]].deadline, v[order[i - 1]].deadline);
+    }
+    tw_stats st;
+    t_stats(s, &st);
+    assert_int_equal(st.fired, N);
+    if (st.overflowed < N - 64)
+        fail_msg("stats.overflowed %" PRIu64 ", expected >= %d", st.overflowed, N - 64);
+    ASSERT_STATS_IDENTITY(st);
+    tw_destroy(s);
+}
+
+/* ---- giving segments back ---------------------------------------------------- */
+
+static uint64_t held(tw_service *s)
+{
+    return tw__seg_held_bytes(s); /* overflow segments and tables, not fixed arrays */
+}
+
+static void arm_burst(tw_service *s, int n, uint64_t delay)
+{
+    for (int i = 0; i < n; i++) {
+        tw_timer h;
+        ASSERT_RC(tw_schedule(s, delay, t_noop, NULL, &h), TW_OK);
+    }
+}
+
+/* A MANUAL service whose budget's minimum (1 MiB by default) is 1 byte:
+ * its drains give back whatever the remaining entries do not need. */
+static tw_service *strict_service(uint32_t slots)
+{
+    tw__seg_keep_min_override = 1;
+    tw_service *s = t_service(T_MS, slots, 16);
+    tw__seg_keep_min_override = 0;
+    return s;
+}
+
+/* A burst of 20,000 timers in one tick grows its slot's overflow segments
+ * (64 + 128 + ... + 16384 entries, 256 KiB); once the slot is drained and
+ * two grace steps have passed (the next tw_advance), nothing is left. */
+static void burst_segments_are_given_back_after_the_drain(void **state)
+{
+    (void)state;
+    enum { N = 20000 };
+    tw_service *s = strict_service(256);
+    arm_burst(s, N, 5 * T_MS);
+    uint64_t burst = held(s);
+    if (burst < (uint64_t)(N - 64) * sizeof(uint64_t))
+        fail_msg("a burst of %d holds %" PRIu64 " bytes of segments", N, burst);
+    ADVANCE(s, 6 * T_MS);
+    ADVANCE(s, 7 * T_MS);
+    uint64_t after = held(s);
+    printf("burst of %d: %" PRIu64 " bytes of overflow segments, %" PRIu64
+           " after its drain\n", N, burst, after);
+    if (after != 0)
+        fail_msg("%" PRIu64 " bytes of overflow segments kept after the drain", after);
+    tw_stats st;
+    t_stats(s, &st);
+    assert_int_equal(st.fired, N);
+    tw_destroy(s);
+}
+
+/* Under the budget's minimum (the default 1 MiB), a drained slot keeps
+ * its segments for its next round: a slot refilled every turn allocates
+ * nothing. Past it, the same drain gives them back. */
+static void within_the_budget_a_slot_keeps_its_segments(void **state)
+{
+    (void)state;
+    enum { SMALL = 20000, LARGE = 200000 };
+    tw_service *s = t_service(T_MS, 256, 16);
+    arm_burst(s, SMALL, 5 * T_MS);
+    uint64_t small = held(s);
+    ADVANCE(s, 6 * T_MS);
+    ADVANCE(s, 7 * T_MS);
+    if (held(s) != small)
+        fail_msg("a burst of %" PRIu64 " bytes (under 1 MiB) went from %" PRIu64
+                 " to %" PRIu64 " bytes after its drain", small, small, held(s));
+    arm_burst(s, LARGE, 5 * T_MS);
+    uint64_t large = held(s);
+    ADVANCE(s, 13 * T_MS);
+    ADVANCE(s, 14 * T_MS);
+    printf("within the budget: %" PRIu64 " bytes kept; past it, %" PRIu64 " -> %" PRIu64
+           "\n", small, large, held(s));
+    if (held(s) > small)
+        fail_msg("%" PRIu64 " bytes (over 1 MiB) still held after the drain", held(s));
+    tw_destroy(s);
+}
+
+/* The pattern a peer can choose: a burst into one slot, the next burst a
+ * tick later into the next slot, round the wheel twice. Only two bursts
+ * are pending at a time, and the memory follows: a wheel whose slots kept
+ * their segments held every slot's burst (256 x 32 KiB). */
+static void wheel_turned_by_bursts_holds_about_one_burst(void **state)
+{
+    (void)state;
+    enum { SLOTS = 256, B = 2000, ROUNDS = 2 * SLOTS };
+    tw_service *s = strict_service(SLOTS);
+    uint64_t most = 0;
+    for (int r = 0; r < ROUNDS; r++) {
+        arm_burst(s, B, 2 * T_MS);
+        uint64_t h = held(s);
+        most = h > most ? h : most;
+        ASSERT_RC(tw_advance(s, tw_now(s) + T_MS), TW_OK);
+    }
+    /* Every burst has run; a slot drained while later bursts were still
+     * pending may have kept its segments within the budget then (32
+     * bytes an entry): its next drain, a turn later, gives them back. */
+    for (int r = 0; r < SLOTS + 4; r++)
+        ASSERT_RC(tw_advance(s, tw_now(s) + T_MS), TW_OK);
+    CHECK(s);
+    uint64_t end = held(s);
+    tw_stats st;
+    t_stats(s, &st);
+    assert_int_equal(st.fired, (uint64_t)B * ROUNDS);
+    printf("bursts of %d round the wheel: at most %" PRIu64 " bytes of overflow segments, %"
+           PRIu64 " at the end\n", B, most, end);
+    /* The budget: 32 bytes an entry the slots hold (two bursts), plus
+     * the burst drained last, waiting for its grace steps. */
+    uint64_t bound = TW_SEG_KEEP_PER_ENTRY * 2 * B + 4 * B * sizeof(uint64_t);
+    if (most > bound)
+        fail_msg("segments reached %" PRIu64 " bytes, bound %" PRIu64, most, bound);
+    if (end != 0)
+        fail_msg("%" PRIu64 " bytes of overflow segments kept at the end", end);
+    tw_destroy(s);
+}
+
+/* A reader inside (a producer descheduled between loading a segment
+ * pointer and publishing into it, played by this thread) keeps every
+ * segment detached after it entered from being freed; once it leaves,
+ * the next steps free them. */
+static void reader_inside_delays_the_free(void **state)
+{
+    (void)state;
+    enum { N = 20000 };
+    tw_service *s = strict_service(256);
+    tw_seg_guard g = TW_SEG_GUARD(s);
+    tw__seg_enter(&g);
+    arm_burst(s, N, 5 * T_MS);
+    uint64_t burst = held(s);
+    for (uint64_t t = 6; t <= 12; t++)
+        ADVANCE(s, t * T_MS);
+    if (held(s) < burst)
+        fail_msg("freed with a reader inside: %" PRIu64 " of %" PRIu64 " bytes left",
+                 held(s), burst);
+    assert_true(s->wheel.segs.waiting_bytes >= burst);
+    tw__seg_done(&g);
+    ADVANCE(s, 13 * T_MS);
+    ADVANCE(s, 14 * T_MS);
+    if (held(s) != 0)
+        fail_msg("%" PRIu64 " bytes kept after the reader left", held(s));
+    tw_destroy(s);
+}
+
+/* A reader that stays inside must not make the detached memory pile up:
+ * past the limit (lowered here to 256 KiB), drains leave slots their
+ * segments. Once it leaves, the next turn of the wheel frees them all. */
+static void stalled_reader_bounds_what_waits(void **state)
+{
+    (void)state;
+    enum { SLOTS = 64, B = 8000, ROUNDS = 40 };
+    const uint64_t limit = 256 * 1024;
+    tw__retire_max_override = limit;
+    tw_service *s = strict_service(SLOTS);
+    tw__retire_max_override = 0;
+    tw_seg_guard g = TW_SEG_GUARD(s);
+    tw__seg_enter(&g);
+    uint64_t most_waiting = 0;
+    for (int r = 0; r < ROUNDS; r++) {
+        arm_burst(s, B, 2 * T_MS);
+        ASSERT_RC(tw_advance(s, tw_now(s) + T_MS), TW_OK);
+        uint64_t w = s->wheel.segs.waiting_bytes;
+        most_waiting = w > most_waiting ? w : most_waiting;
+    }
+    /* One slot's segments may go past the limit: it is checked per slot. */
+    uint64_t bound = limit + 2 * B * sizeof(uint64_t) * TW_MAX_LANES;
+    printf("stalled reader: at most %" PRIu64 " bytes waiting (limit %" PRIu64 ")\n",
+           most_waiting, limit);
+    if (most_waiting > bound)
+        fail_msg("%" PRIu64 " bytes waiting with a reader inside, bound %" PRIu64,
+                 most_waiting, bound);
+    if (most_waiting < limit)
+        fail_msg("only %" PRIu64 " bytes ever waited: the limit was not reached",
+                 most_waiting);
+    tw__seg_done(&g);
+    for (int r = 0; r < 2 * SLOTS; r++)
+        ASSERT_RC(tw_advance(s, tw_now(s) + T_MS), TW_OK);
+    CHECK(s);
+    if (held(s) != 0)
+        fail_msg("%" PRIu64 " bytes kept once the reader left and the wheel turned",
+                 held(s));
+    assert_int_equal(s->wheel.segs.waiting_bytes, 0);
+    tw_destroy(s);
+}
+
+/* With a cursor thread: after a burst has fired and nothing else is
+ * armed, the idle cursor still comes back for the grace steps and frees
+ * the burst's segments within milliseconds (TW_RETIRE_POLL_NS). */
+static void idle_cursor_frees_a_burst(void **state)
+{
+    (void)state;
+    enum { N = 20000 };
+    tw_config cfg;
+    tw_config_init(&cfg);
+    cfg.workers = 1;
+    tw__seg_keep_min_override = 1;
+    tw_service *s = t_service_cfg(&cfg);
+    tw__seg_keep_min_override = 0;
+    /* One deadline for all, so one slot holds them however long the
+     * arming takes: at its drain no entry is left to keep memory for. */
+    uint64_t at = tw_now(s) + 50 * T_MS;
+    for (int i = 0; i < N; i++) {
+        tw_timer h;
+        ASSERT_RC(tw_schedule_at(s, at, t_noop, NULL, &h), TW_OK);
+    }
+    uint64_t burst = held(s);
+    tw_stats st;
+    for (int i = 0; i < 2000; i++) {
+        tw_stats_get(s, &st);
+        if (st.fired == N)
+            break;
+        t_sleep_ns(T_MS);
+    }
+    assert_int_equal(st.fired, N);
+    int waited = 0;
+    while (held(s) != 0 && waited < 1000) {
+        t_sleep_ns(T_MS);
+        waited++;
+    }
+    printf("idle cursor: %" PRIu64 " bytes of overflow segments, %" PRIu64
+           " about %d ms after the last run\n", burst, held(s), waited);
+    if (held(s) != 0)
+        fail_msg("%" PRIu64 " bytes kept a second after the burst ran", held(s));
+    tw_destroy(s);
+}
+
+/* Out of address space (RLIMIT_AS, in a child): tw_schedule answers
+ * TW_ENOMEM for a timer that needs a new segment, at once, and the
+ * service stays consistent. Sanitizers reserve terabytes of
+ * address space, and valgrind's own memory falls under the child's limit,
+ * so there it is skipped. */
+#ifndef T_SANITIZED
+static int enomem_child(void)
+{
+    tw_service *s = t_service(T_MS, 64, 1);
+    tw_timer h;
+    if (tw_schedule(s, 5 * T_MS, t_noop, NULL, &h) != TW_OK)
+        return 10; /* makes the slot's fixed array */
+    unsigned long pages = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f || fscanf(f, "%lu", &pages) != 1)
+        return 11;
+    fclose(f);
+    rlim_t now = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE);
+    struct rlimit lim = {now + 64 * 1024, now + 64 * 1024};
+    if (setrlimit(RLIMIT_AS, &lim) != 0)
+        return 12;
+    if (mmap(NULL, 256 * 1024, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+             0) != MAP_FAILED)
+        return 13; /* the limit does not hold */
+    /* The slot's segments double (64, 128, ... entries); the one of 32768
+     * entries (256 KiB) cannot be mapped, if none before it failed. */
+    uint64_t armed = 1;
+    int rc;
+    while ((rc = tw_schedule(s, 5 * T_MS, t_noop, NULL, &h)) == TW_OK) {
+        if (++armed > 40000)
+            return 14; /* never refused */
+    }
+    if (rc != TW_ENOMEM)
+        return 16;
+    tw_stats st;
+    tw_stats_get(s, &st);
+    if (st.scheduled != armed || st.pending != armed)
+        return 15;
+    return 0;
+}
+#endif
+
+static void out_of_memory_is_enomem_not_a_hang(void **state)
+{
+    (void)state;
+#ifdef T_SANITIZED
+    skip();
+#else
+    if (t_under_valgrind())
+        skip();
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        alarm(10); /* a retry loop would hang: die instead */
+        _exit(enomem_child());
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    if (!WIFEXITED(status))
+        fail_msg("child killed by signal %d (hung or crashed)", WTERMSIG(status));
+    if (WEXITSTATUS(status) != 0)
+        fail_msg("child failed at step %d", WEXITSTATUS(status));
+#endif
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(overflow_segments_hold_every_timer),
+        cmocka_unit_test(burst_segments_are_given_back_after_the_drain),
+        cmocka_unit_test(within_the_budget_a_slot_keeps_its_segments),
+        cmocka_unit_test(wheel_turned_by_bursts_holds_about_one_burst),
+        cmocka_unit_test(reader_inside_delays_the_free),
+        cmocka_unit_test(stalled_reader_bounds_what_waits),
+        cmocka_unit_test(idle_cursor_frees_a_burst),
+        cmocka_unit_test(out_of_memory_is_enomem_not_a_hang),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
