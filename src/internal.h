@@ -297,8 +297,8 @@ void  tw__advise_huge_pages(void *p, size_t bytes);
 #define TW_SEG_MAP_BYTES (64u * 1024u) /* segments this large are mapped alone */
 #define TW_RETIRE_MAX_BYTES (64ull << 20) /* retired, not yet freed: past this,
                                              drains stop detaching */
-#define TW_SEG_KEEP_MIN (1u << 20) /* overflow bytes a wheel keeps in its slots ... */
-#define TW_SEG_KEEP_PER_ENTRY 32u  /* ... plus this per entry they hold (segments.c) */
+#define TW_SEG_KEEP_MIN (256u << 10) /* overflow bytes a wheel keeps in its slots ... */
+#define TW_SEG_KEEP_PER_ENTRY 0u /* ... plus this per entry they hold (segments.c) */
 /* Tests only: the limit and the minimum above for the services created
  * from now on (0: the defaults). */
 extern uint64_t tw__retire_max_override;

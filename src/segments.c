@@ -14,17 +14,16 @@
  * each time it empties the slot (drain, compaction, early claim; slots.c
  * tw__slot_detach), so the wheel holds the segments of the rounds now
  * collecting: what its entries need, and compaction bounds the entries
- * by the pending timers. Within a budget, TW_SEG_KEEP_MIN plus
- * TW_SEG_KEEP_PER_ENTRY for each entry the slots hold (an entry is 8
- * bytes and segments double; compaction keeps the entries within twice
- * the pending timers and a slack), drains leave slots their segments: a
- * wheel refilled every turn (WL1's churn) then allocates and frees
- * nothing, and pays no grace steps. Past the budget, drains give back
- * (read once per step, tw__seg_budget). A slot that kept its segments
- * gives them back at its next drain if the wheel is past the budget then.
- * So the overflow memory is at most 1 MiB + 32 bytes for the most entries
- * the slots held over the last turn of each level, whatever pattern of
- * bursts made it; it no longer adds up every slot's largest burst.
+ * by the pending timers. Within a budget of TW_SEG_KEEP_MIN (256 KiB)
+ * of overflow memory, drains leave slots their segments: a small wheel
+ * refilled every turn then allocates and frees nothing, and pays no grace
+ * steps. Past it, drains give back (read once per step, tw__seg_budget).
+ * TW_SEG_KEEP_PER_ENTRY (0) would let the budget grow with the entries
+ * held; at 32 bytes an entry, the soak's kept memory crept towards it for
+ * a minute, so it stays 0. A slot that kept its segments gives them back
+ * at its next drain if the wheel is past the budget then. So the overflow
+ * memory is what the entries now in the slots need, plus at most 256 KiB,
+ * whatever pattern of bursts made it.
  *
  * Why a grace period. A producer loads a segment pointer, reserves a
  * position, then publishes into that segment (slots.c); a producer

@@ -28,7 +28,8 @@
  * library's counters equal ours.
  *
  * Memory: the resident set is read after the first tenth of the run and at
- * the end; the end may be at most 10% above it (not checked under
+ * the end; the end may be at most 10% above it, plus the warm-up the
+ * wheel's bounds allow (compaction's slack, the kept segments; not checked under
  * sanitizers, whose shadow memory and quarantine make RSS meaningless).
  * Prints operations per second and the RSS readings.
  */
@@ -322,6 +323,7 @@ int main(int argc, char **argv)
     tw_stats before;
     tw_stats_get(g_s, &before);
     uint64_t entries = tw__wheel_entries(g_s);
+    uint64_t slack = g_s->wheel.compact_slack; /* drainer-written once, at create */
     if (tw_stop(g_s, on_pending) != TW_OK)
         st_fail("tw_stop");
     uint64_t ops = 0, armed = 0, fired = 0, cancelled = 0, eagain = 0, moved = 0, dropped = 0;
@@ -363,8 +365,16 @@ int main(int argc, char **argv)
            "a tenth, %.1f MB at the end (%+.1f%%)\n", before.pending, entries, rss_tenth,
            rss_end, (rss_end / rss_tenth - 1) * 100);
 #ifndef SOAK_SANITIZED
-    if (rss_end > rss_tenth * 1.10)
-        st_fail("RSS grew from %.1f MB to %.1f MB (more than 10%%)", rss_tenth, rss_end);
+    /* Entries left behind by cancelled and moved timers may reach twice
+     * the pending timers plus compaction's slack (wheel.c), in segments
+     * that double (16 bytes an entry), and the wheel keeps up to
+     * TW_SEG_KEEP_MIN of drained slots' segments (segments.c): a bounded
+     * warm-up, reached over the first minute, that a small resident set
+     * (10 MB here) cannot absorb in its 10%. */
+    double warm_mb = ((double)slack * 16.0 + TW_SEG_KEEP_MIN) / 1e6;
+    if (rss_end > rss_tenth * 1.10 + warm_mb)
+        st_fail("RSS grew from %.1f MB to %.1f MB (more than 10%% + %.1f MB)", rss_tenth,
+                rss_end, warm_mb);
 #endif
     tw_destroy(g_s);
     for (uint64_t i = 0; i < np; i++)

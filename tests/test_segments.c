@@ -82,7 +82,7 @@ static void arm_burst(tw_service *s, int n, uint64_t delay)
     }
 }
 
-/* A MANUAL service whose budget's minimum (1 MiB by default) is 1 byte:
+/* A MANUAL service whose budget's minimum (256 KiB by default) is 1 byte:
  * its drains give back whatever the remaining entries do not need. */
 static tw_service *strict_service(uint32_t slots)
 {
@@ -117,20 +117,20 @@ static void burst_segments_are_given_back_after_the_drain(void **state)
     tw_destroy(s);
 }
 
-/* Under the budget's minimum (the default 1 MiB), a drained slot keeps
- * its segments for its next round: a slot refilled every turn allocates
- * nothing. Past it, the same drain gives them back. */
+/* Under the budget's minimum (TW_SEG_KEEP_MIN, 256 KiB), a drained slot
+ * keeps its segments for its next round: a slot refilled every turn
+ * allocates nothing. Past it, the same drain gives them back. */
 static void within_the_budget_a_slot_keeps_its_segments(void **state)
 {
     (void)state;
-    enum { SMALL = 20000, LARGE = 200000 };
+    enum { SMALL = 10000, LARGE = 200000 };
     tw_service *s = t_service(T_MS, 256, 16);
     arm_burst(s, SMALL, 5 * T_MS);
     uint64_t small = held(s);
     ADVANCE(s, 6 * T_MS);
     ADVANCE(s, 7 * T_MS);
     if (held(s) != small)
-        fail_msg("a burst of %" PRIu64 " bytes (under 1 MiB) went from %" PRIu64
+        fail_msg("a burst of %" PRIu64 " bytes (under 256 KiB) went from %" PRIu64
                  " to %" PRIu64 " bytes after its drain", small, small, held(s));
     arm_burst(s, LARGE, 5 * T_MS);
     uint64_t large = held(s);
@@ -139,7 +139,7 @@ static void within_the_budget_a_slot_keeps_its_segments(void **state)
     printf("within the budget: %" PRIu64 " bytes kept; past it, %" PRIu64 " -> %" PRIu64
            "\n", small, large, held(s));
     if (held(s) > small)
-        fail_msg("%" PRIu64 " bytes (over 1 MiB) still held after the drain", held(s));
+        fail_msg("%" PRIu64 " bytes (over 256 KiB) still held after the drain", held(s));
     tw_destroy(s);
 }
 
