@@ -323,7 +323,6 @@ int main(int argc, char **argv)
     tw_stats before;
     tw_stats_get(g_s, &before);
     uint64_t entries = tw__wheel_entries(g_s);
-    uint64_t slack = g_s->wheel.compact_slack; /* drainer-written once, at create */
     if (tw_stop(g_s, on_pending) != TW_OK)
         st_fail("tw_stop");
     uint64_t ops = 0, armed = 0, fired = 0, cancelled = 0, eagain = 0, moved = 0, dropped = 0;
@@ -371,7 +370,7 @@ int main(int argc, char **argv)
      * TW_SEG_KEEP_MIN of drained slots' segments (segments.c): a bounded
      * warm-up, reached over the first minute, that a small resident set
      * (10 MB here) cannot absorb in its 10%. */
-    double warm_mb = ((double)slack * 16.0 + TW_SEG_KEEP_MIN) / 1e6;
+    double warm_mb = ((double)g_s->wheel.compact_slack * 16.0 + TW_SEG_KEEP_MIN) / 1e6;
     if (rss_end > rss_tenth * 1.10 + warm_mb)
         st_fail("RSS grew from %.1f MB to %.1f MB (more than 10%% + %.1f MB)", rss_tenth,
                 rss_end, warm_mb);
