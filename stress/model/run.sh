@@ -3,7 +3,7 @@
 # with Spin. Exhaustive searches (-DCOLLAPSE: exact state compression) of
 # small configurations must end with "errors: 0" and a complete search;
 # every rare path must be reachable (-DREACH=n); and each deliberately
-# broken variant must give a counterexample. About 4.5 minutes on two cores
+# broken variant must give a counterexample. About 5 minutes on two cores
 # (two searches at a time, TW_MODEL_JOBS), 8 GB.
 #
 #   stress/model/run.sh            the checks above
@@ -117,22 +117,32 @@ fail_now() {
 }
 
 C="-O2 -DSAFETY -DCOLLAPSE"
-# The longest first: the others run beside it.
+# The longest first: the others run beside it. -DRESERVE_ONE_STEP (the
+# reserve at an overflow position in one step, see slot.pml) keeps the
+# larger searches feasible; np, reuse and cap2 check its three steps (load
+# of the word, ensure_room, CAS) against the detaches (np: with reschedules
+# and cancels, a stale reserve's install and a stale publish into a
+# detached segment; reuse: rounds after a detach reserve, publish and take
+# in the fresh segment).
 pass levels "2 producers, 2 levels (cascade), compaction" "" "$C" \
-    -DLEVELS=2 -DMAXT=1 -DDMAX=2 -DCOMPACT
-pass base   "2 producers, 1 level, capacity 1"        "" "$C" -DMAXT=1 -DDMAX=2
-pass cap2   "2 producers, capacity 2"                 "" "$C" -DCAP=2 -DMAXT=1 -DDMAX=1
-pass three  "3 producers on one wheel (overflow)"     "" "$C" -DNPROD=3 -DNO_SECOND -DMAXT=1 -DDMAX=1
+    -DLEVELS=2 -DMAXT=1 -DDMAX=2 -DCOMPACT -DRESERVE_ONE_STEP
+pass base   "2 producers, 1 level, capacity 1"        "" "$C" -DMAXT=1 -DDMAX=2 -DRESERVE_ONE_STEP
 pass np     "no non-progress cycle (lock-free loops)" "-l" "-O2 -DNP -DCOLLAPSE" -DMAXT=1 -DDMAX=1
+pass three  "3 producers on one wheel (overflow)"     "" "$C" -DNPROD=3 -DNO_SECOND -DMAXT=1 -DDMAX=1 \
+    -DRESERVE_ONE_STEP
+pass reuse  "fresh segments after detaches, compaction" "" "$C" \
+    -DLEVELS=2 -DNO_SECOND -DCOMPACT -DMAXT=2 -DDMAX=2 -DNDETACH=2
+pass cap2   "2 producers, capacity 2"                 "" "$C" -DCAP=2 -DMAXT=1 -DDMAX=1
 if [ "${TW_MODEL_FULL:-0}" = "1" ]; then
-    pass two  "2 producers, two ticks under load"     "" "$C" -DMAXT=2 -DDMAX=1
-    pass jump "2 producers, two-tick jumps"           "" "$C" -DMAXT=2 -DDMAX=1 -DJUMP
+    pass two  "2 producers, two ticks under load"     "" "$C" -DMAXT=2 -DDMAX=1 -DRESERVE_ONE_STEP
+    pass jump "2 producers, two-tick jumps"           "" "$C" -DMAXT=2 -DDMAX=1 -DJUMP \
+        -DRESERVE_ONE_STEP
 fi
 
 # Every rare path can be taken in the model.
 names=(tombstoned newer late_slot cancel_lost lease_met resched_firing overflow compacted
-       stale_dropped)
-for n in 1 2 3 4 5 6 7 8 9; do
+       stale_dropped detached_publish)
+for n in 1 2 3 4 5 6 7 8 9 10; do
     fail "reach$n" "rare path ${names[$((n - 1))]} reached" "assertion violated ($n!=$n)" \
         -DLEVELS=2 -DCOMPACT -DMAXT=1 -DDMAX=2 -DREACH=$n
 done
@@ -144,6 +154,8 @@ fail no_version "BROKEN_NO_VERSION (claim on a stale deadline fires early)" "dl[
     -DMAXT=1 -DDMAX=1 -DBROKEN_NO_VERSION
 fail no_tag "BROKEN_NO_TAG (a timer moved earlier keeps a copy)" "gn==1" \
     -DMAXT=1 -DDMAX=1 -DBROKEN_NO_TAG
+fail rederive_segment "BROKEN_REDERIVE_SEGMENT (a stale publish lands in a later round's segment: the timer is late)" \
+    "nmove[gi]==snapver[gi]" -DMAXT=1 -DDMAX=1 -DBROKEN_REDERIVE_SEGMENT
 
 wait
 for name in "${names_in_order[@]}"; do

@@ -25,8 +25,18 @@
  *     that places bumps it before its release; the drain (and compaction)
  *     drop an entry whose tag is not current and re-place a current one
  *     with its own tag;
- *   - positions beyond slot_capacity (the overflow segments: here simply
- *     more positions, as ensure_room makes the memory before reserving);
+ *   - positions beyond slot_capacity and the overflow segment that holds
+ *     them: a producer makes sure the slot has one before its reserve CAS
+ *     (ensure_room: load the pointer, or install a fresh, zeroed segment,
+ *     entries EMPTY(0), by CAS from NULL) and publishes into the segment it
+ *     loaded there (the entry pointer tw__slot_reserve returns), never
+ *     re-reading the pointer; at every reopen (drain, compaction, late
+ *     slot) the drainer, the slot closed and its entries taken, detaches
+ *     the segment (tw__slot_detach: exchange the pointer with NULL). The
+ *     detached memory keeps its contents, and a stale producer may still
+ *     CAS an entry of it (its publish fails on the tombstone: it places
+ *     again); a producer that read the word before a close may install a
+ *     fresh segment after the detach (its CAS then fails: it looks again);
  *   - the hierarchical placement (place_once: t = max(k, c + 1), level,
  *     epoch, slot; beyond the span the top level re-places), the step over
  *     a range of ticks (tw__wheel_step, drain_level, take_entry: claim
@@ -47,7 +57,13 @@
  * unit and fuzz tests), tw_stop, memory orders (Spin interleaves; the
  * orders are TSan's job in the stress tests), the 31-bit round numbers of
  * the word and the 2^30-round stall check (rounds are small numbers here),
- * when compaction runs (here: whenever the drainer likes, NCOMPACT times).
+ * when compaction runs (here: whenever the drainer likes, NCOMPACT times),
+ * the grace period that frees detached segments (here they stay, contents
+ * and all, for ever: what it guarantees), the overflow table and segments
+ * j >= 2 (one overflow segment per slot here: every segment is made,
+ * loaded and detached alike), running out of memory, and the bound on
+ * detached memory waiting (here: NDETACH detaches per run, then drains
+ * keep the segments, as the C code's do while too much memory waits).
  *
  * Properties, checked on every interleaving:
  *   1. none fired twice                    assert in the run step
@@ -68,6 +84,11 @@
  *   8. no deadlock: every process ends (pan's invalid end state check);
  *      and, in the non-progress run, the model has no cycle at all, so no
  *      reserve, publish or CAS loop can retry forever (lock-freedom).
+ *   9. segments: a reserve CAS that succeeds at an overflow position was
+ *      preceded by the load of the slot's current segment; a drain finds
+ *      the segment of every position it takes; a publish that succeeds at
+ *      an overflow position writes the slot's current segment, never a
+ *      detached one (asserts in reserve_cas, take_one, publish).
  * Every rare path (RARE(n) below) is reachable: run.sh compiles the model
  * with -DREACH=n for each and requires the assertion to be hit.
  *
@@ -83,23 +104,39 @@
  *   -DBROKEN_NO_TAG        the drain ignores tags and re-places every entry
  *                          of a pending timer with its current tag, as
  *                          before issue 12: a timer moved earlier keeps a
- *                          copy (property 7).
+ *                          copy (property 7);
+ *   -DBROKEN_REDERIVE_SEGMENT  the publish at an overflow position derives
+ *                          the entry pointer again from the slot's CURRENT
+ *                          segment (installing one if NULL) instead of the
+ *                          one loaded before the reserve: a producer
+ *                          delayed across a drain misses the tombstone in
+ *                          the detached segment and publishes into the
+ *                          fresh segment of a later round, at a position
+ *                          that round may never reserve: the timer waits a
+ *                          rotation or is lost (property 5, or 4 or 6).
  *
  * Sizes: -DLEVELS=1|2 (2 slots per level), -DCAP=1|2, -DNPROD=2|3
  * (producer 0: schedule, then reschedule / cancel / nothing; producer 1:
  * schedule, then cancel producer 0's timer / reschedule / cancel its own;
  * producer 2: schedule), -DNO_SECOND (schedule only), -DMAXT (ticks
  * stepped while producers run; then one jump over every deadline), -DDMAX
- * (largest delay, ticks), -DJUMP (the drainer may step two ticks at once).
+ * (largest delay, ticks), -DJUMP (the drainer may step two ticks at once),
+ * -DNDETACH (detaches per run, default 1), -DRESERVE_ONE_STEP (the reserve
+ * at an overflow position, three steps otherwise: load of the word,
+ * ensure_room, CAS, is one step, as below slot_capacity: this loses only
+ * the reserves that made room and then lost their CAS to a close, such as
+ * a stale install after a detach; it keeps the large searches feasible,
+ * and run.sh checks the three steps in smaller ones).
  *
  * Commands (stress/model/run.sh runs these and more; -DCOLLAPSE keeps the
  * search exhaustive in less memory):
- *   spin -DMAXT=1 -DDMAX=2 -a slot.pml
+ *   spin -DMAXT=1 -DDMAX=2 -DRESERVE_ONE_STEP -a slot.pml
  *   gcc -O2 -DSAFETY -DCOLLAPSE -DMEMLIM=3072 -o pan pan.c
- *   ./pan -m200000                     # "errors: 0", 21.6M states, ~35 s, 1.1 GB
+ *   ./pan -m200000                     # "errors: 0", 24.3M states, ~40 s, 1.3 GB
  *   spin -DMAXT=1 -DDMAX=1 -a slot.pml
  *   gcc -O2 -DNP -DCOLLAPSE -DMEMLIM=3072 -o pan pan.c
  *   ./pan -l -m200000                  # no non-progress cycle: "errors: 0"
+ *                                      # (24.5M states, ~65 s, 2 GB)
  *   spin -DMAXT=1 -DDMAX=1 -DBROKEN_NO_TOMBSTONE -a slot.pml
  *   gcc -O2 -DSAFETY -o pan pan.c && ./pan -m200000     # "errors: 1"
  *   spin -t -p -DMAXT=1 -DDMAX=1 -DBROKEN_NO_TOMBSTONE slot.pml   # the trail
@@ -127,13 +164,26 @@
 #ifndef NCOMPACT
 #define NCOMPACT 1          /* compactions a run may make (-DCOMPACT) */
 #endif
+#ifndef NDETACH
+#define NDETACH  1          /* detaches in a run (then drains keep the
+                               segments, as the C code's do while too much
+                               detached memory waits for its grace period) */
+#endif
 #define NT     NPROD        /* timers: producer p owns timer p */
 #define KEEP_NONE 255       /* keep_entry: drop it (no tick is this large) */
 #define MAXPOS (CAP + 3)    /* positions per slot: CAP, then overflow */
+#define OVF    (MAXPOS - CAP) /* positions in the overflow segment */
 #define NLATE  2
 #define LATE0  (LEVELS * S)
 #define NSL    (LEVELS * S + NLATE)
-#define NENT   (NSL * MAXPOS)
+#define NTAKE  (NSL * MAXPOS) /* entries a step may take */
+#define NENT   (NSL * MAXPOS + NDETACH * OVF)
+/* the entry of position pos of slot si: in the fixed array (pos < CAP),
+ * else in overflow segment g: g = 0 is the slot's first (beside its fixed
+ * array), g >= 1 the one made after the g-th detach of the run */
+#define EIX(si, g, pos) \
+    ((pos) < CAP || (g) == 0 -> (si) * MAXPOS + (pos) : \
+                                NSL * MAXPOS + ((g) - 1) * OVF + (pos) - CAP)
 #define KMAX   (MAXT + DMAX) /* no deadline beyond this tick */
 
 /* ---- the slot counter word: closed (8) | count (0..7) -------------------
@@ -171,6 +221,8 @@
 #define R_OK     1
 #define R_NEWER  2
 #define R_CLOSED 3
+#define R_ROOM   4          /* (the model's) overflow position: ensure_room next */
+#define R_CAS    5          /* (the model's) overflow position: the CAS next */
 
 /* ---- shared state ------------------------------------------------------- */
 
@@ -178,7 +230,14 @@ byte cur;                   /* tw_wheel.cur */
 byte word[NSL];             /* tw_slot.word; LATE0.. are the late slots */
 byte sseq[NSL];             /* tw_slot.seq: the round number */
 byte sepoch[NSL];           /* tw_slot.epoch (wheel slots) */
-short ent[NENT];            /* slot entries, MAXPOS per slot */
+short ent[NENT];            /* slot entries: per slot its fixed array and
+                               first overflow segment, then one overflow
+                               segment per detach (EIX) */
+byte sgen[NSL];             /* the overflow segment pointer (tw_slot.near[j]):
+                               the segment it points to, or, when NULL, the
+                               fresh one ensure_room will install */
+bit  sseg[NSL];             /* the overflow segment pointer is not NULL */
+byte ndetach;               /* detaches so far */
 short rst[NT];              /* tw_record.state */
 byte dl[NT];                /* tw_record.deadline, in ticks */
 byte rseq[NT];              /* tw_record.seq: the placement tag */
@@ -209,9 +268,10 @@ byte ncompact;              /* compactions so far (-DCOMPACT) */
 #define R_CANCEL_LOST     4
 #define R_LEASE_MET       5
 #define R_RESCHED_FIRING  6
-#define R_OVERFLOW        7
+#define R_OVERFLOW        7   /* a publish at an overflow position */
 #define R_COMPACTED       8   /* compaction placed a live entry again */
 #define R_STALE_DROPPED   9   /* a drain dropped a superseded entry */
+#define R_DETACHED_PUBLISH 10 /* a publish into a detached segment failed */
 
 /* ---- how the model steps ----------------------------------------------------
  *
@@ -222,8 +282,9 @@ byte ncompact;              /* compactions so far (-DCOMPACT) */
  * step here: its successful CAS (or the load that made it give up) is its
  * only effect, so nothing is lost by taking it in one go. Where the C code
  * reads another word between its load and its CAS (take_entry reads the
- * deadline), the steps are separate. Local variables are reset once dead,
- * so that they do not multiply the states.
+ * deadline; the reserve at an overflow position loads, or installs, the
+ * segment pointer), the steps are separate. Local variables are reset once
+ * dead, so that they do not multiply the states.
  */
 
 /* examine slot psi with its word read into pw: closed, a round for a later
@@ -236,7 +297,7 @@ byte ncompact;              /* compactions so far (-DCOMPACT) */
     fi
 
 #define RESET_PLACE \
-    pl = 0; pe = 0; psi = 0; pround = 0; pw = 0; prc = 0; pj = 0
+    pl = 0; pe = 0; psi = 0; pround = 0; pw = 0; prc = 0; pj = 0; pg = 0; pq = 0
 
 /* ---- placement (any thread) ---------------------------------------------- */
 
@@ -261,19 +322,37 @@ inline aim(k)
  * or a VALUE refuses it, and place_once / place_late answer "place again":
  * back to aim. (A refused publish writes nothing and stays refused, so
  * taking the re-read of cur in the same step loses no interleaving.)
- * `epoch` is the round's (the checker's property 4), `tag` the entry's. */
-inline publish(si, pos, round, epoch, i, tag, k, own)
+ * `epoch` is the round's (the checker's property 4), `tag` the entry's.
+ * An overflow position (pos >= CAP) is published through the entry pointer
+ * the reservation returned: into segment g, the one ensure_room loaded
+ * before the reserve CAS, detached since or not (the grace period keeps
+ * detached memory alive; a drain tombstoned every reserved entry of it
+ * before the detach, so such a publish fails). */
+inline publish(si, pos, round, epoch, g, i, tag, k, own)
 {
     atomic {
         if
-        :: (pos) >= CAP -> RARE(R_OVERFLOW)    /* stats.overflowed */
+        :: (pos) >= CAP ->
+            RARE(R_OVERFLOW);                   /* stats.overflowed */
+#ifdef BROKEN_REDERIVE_SEGMENT
+            /* BROKEN: the entry pointer is derived again now, from the
+             * slot's CURRENT segment (made afresh if the pointer is NULL,
+             * as ensure_room would), not the one loaded before the reserve */
+            if
+            :: !sseg[si] -> sseg[si] = 1
+            :: else -> skip
+            fi;
+            g = sgen[si];
+#endif
+            skip
         :: else -> skip
         fi;
         if
-        :: !IS_VALUE(ent[(si) * MAXPOS + (pos)]) &&
-           ent[(si) * MAXPOS + (pos)] <= (round) ->
-            pube[(si) * MAXPOS + (pos)] = (epoch);
-            ent[(si) * MAXPOS + (pos)] = MKVAL(i, tag);
+        :: !IS_VALUE(ent[EIX(si, g, pos)]) && ent[EIX(si, g, pos)] <= (round) ->
+            /* the segment it published into is still the slot's (property 9) */
+            assert((pos) < CAP || ((g) == sgen[si] && sseg[si]));
+            pube[EIX(si, g, pos)] = (epoch);
+            ent[EIX(si, g, pos)] = MKVAL(i, tag);
             nent[i]++;
             if
             :: own -> busy[i] = 0           /* the arming call's placement is done */
@@ -283,48 +362,133 @@ inline publish(si, pos, round, epoch, i, tag, k, own)
             break                           /* placed */
         :: else ->
             RARE(R_TOMBSTONED);                 /* TW_RARE_TOMBSTONED */
+            if
+            :: (pos) >= CAP && (g) != sgen[si] ->
+                RARE(R_DETACHED_PUBLISH)        /* its segment was detached */
+            :: else -> skip
+            fi;
             RESET_PLACE;
             aim(k)
         fi
     }
 }
 
+/* ensure_room (slots.c), at an overflow position of slot si, between the
+ * reserve's load of the word and its CAS: load the segment pointer
+ * (acquire); if NULL, install a fresh, zeroed segment (entries EMPTY(0)) by
+ * CAS from NULL (a lost CAS returns the winner's: the same). One step: the
+ * load decides nothing but the CAS. The segment seen (pg) is the one the
+ * publish will write into. */
+inline ensure_room(si)
+{
+    atomic {
+        if
+        :: !sseg[si] -> sseg[si] = 1        /* segment sgen[si]: never used */
+        :: else -> skip
+        fi;
+        pg = sgen[si];
+        prc = R_CAS
+    }
+}
+
+/* tw__slot_reserve / reserve_any (slots.c), the CAS after ensure_room at an
+ * overflow position: it succeeds only if the word is still the one
+ * examined (the C word carries the round number: here the word and sseq),
+ * so no close, and no detach, came in between: the segment loaded is the
+ * slot's current one. Else the word changed: back to the look at it
+ * (`again`; the C code looks at the word its failed CAS returned: the same
+ * thing, one step earlier). */
+inline reserve_cas(si, wheel, again)
+{
+    atomic {
+        if
+        :: word[si] == pw && sseq[si] == pq ->
+            assert(W_COUNT(pw) < MAXPOS);
+            assert(sseg[si] && sgen[si] == pg);
+            word[si] = pw + 1;
+            pround = sseq[si];              /* the round the CAS vouches for */
+            if
+            :: wheel -> pe = sepoch[si]     /* ours, or an older round's */
+            :: else -> skip
+            fi;
+            prc = R_OK
+        :: else ->                          /* the word changed: look again */
+            pw = 0; pg = 0;
+            prc = again
+        fi;
+        pq = 0
+    }
+}
+
+/* The reserve at an overflow position: ensure_room comes between the load
+ * of the word (pw, and pq: the round) and the CAS, three steps (with
+ * -DRESERVE_ONE_STEP, one: what that loses is only a reserve that made
+ * room and then lost its CAS to a close, e.g. a fresh segment installed
+ * after a detach by a producer that read the word before the close). */
+#ifdef RESERVE_ONE_STEP
+#define ROOM_THEN_CAS(si, wheel, again) \
+    pq = sseq[si]; ensure_room(si); reserve_cas(si, wheel, again)
+#else
+#define ROOM_THEN_CAS(si, wheel, again) \
+    pq = sseq[si]; prc = R_ROOM
+#endif
+
 /* place_late (wheel.c) + tw__slot_reserve_any (slots.c): reserve in
  * whichever late slot is open (one is: the drain closes them in turn),
- * publish for its round. */
+ * publish for its round. Entered with prc = R_CLOSED. */
 inline place_late(i, tag, k, own)
 {
     do
     :: atomic {                             /* reserve_any: load, CAS count + 1 */
+        prc == R_CLOSED ->
         pw = word[LATE0 + pj];
         if
         :: (pw & W_CLOSED) -> pj = 1 - pj   /* being drained: the other one */
-        :: else ->
-            assert(W_COUNT(pw) < MAXPOS);
+        :: !(pw & W_CLOSED) && W_COUNT(pw) < CAP ->
             word[LATE0 + pj] = pw + 1;
             pround = sseq[LATE0 + pj];
-            break
+            prc = R_OK
+        :: !(pw & W_CLOSED) && W_COUNT(pw) >= CAP ->
+            ROOM_THEN_CAS(LATE0 + pj, false, R_CLOSED)
+        fi;
+        if
+        :: prc == R_OK -> break
+        :: else -> skip
+        fi
+       }
+    :: atomic { prc == R_ROOM -> ensure_room(LATE0 + pj) }  /* ensure_room */
+    :: atomic {
+        prc == R_CAS ->
+        reserve_cas(LATE0 + pj, false, R_CLOSED);   /* reserve_any: the CAS */
+        if
+        :: prc == R_OK -> break
+        :: else -> skip
         fi
        }
     od;
-    publish(LATE0 + pj, W_COUNT(pw), pround, 0, i, tag, k, own)
+    publish(LATE0 + pj, W_COUNT(pw), pround, 0, pg, i, tag, k, own)
 }
 
 /* tw__place / place_once (wheel.c) after aim(k): reserve, publish; again
  * until published. (A NEWER refusal writes nothing and stays a refusal,
- * so the re-read of cur is taken in the same step.) */
+ * so the re-read of cur is taken in the same step.) Below CAP, the load of
+ * the word and the CAS are one step (ensure_room's segment there, the
+ * fixed array, is never detached); at an overflow position, ensure_room
+ * comes between them. Entered with prc = R_RETRY. */
 inline place_aimed(i, tag, k, own)
 {
     do
     :: atomic {                             /* tw__slot_reserve: load, CAS count + 1 */
+        prc == R_RETRY ->
         pw = word[psi];
         EXAMINE();
         if
-        :: prc == R_OK ->
-            assert(W_COUNT(pw) < MAXPOS);
+        :: prc == R_OK && W_COUNT(pw) < CAP ->
             word[psi] = pw + 1;
             pround = sseq[psi];             /* the round the CAS vouches for */
             pe = sepoch[psi]                /* ours, or an older round's */
+        :: prc == R_OK && W_COUNT(pw) >= CAP ->
+            ROOM_THEN_CAS(psi, true, R_RETRY)
         :: prc == R_NEWER ->
             RARE(R_NEWER_SEEN);                 /* TW_RARE_NEWER: re-read cur */
             RESET_PLACE;
@@ -334,13 +498,14 @@ inline place_aimed(i, tag, k, own)
             pj = 0
         fi
        }
-       if
-       :: prc == R_CLOSED ->
-           place_late(i, tag, k, own)
-       :: prc == R_OK ->
-           publish(psi, W_COUNT(pw), pround, pe, i, tag, k, own)
-       :: else -> skip
-       fi
+    :: atomic { prc == R_ROOM -> ensure_room(psi) }     /* ensure_room */
+    :: atomic {                             /* tw__slot_reserve: CAS count + 1 */
+        prc == R_CAS -> reserve_cas(psi, true, R_RETRY)
+       }
+    :: prc == R_CLOSED -> place_late(i, tag, k, own)
+    :: atomic {                             /* tw__slot_publish */
+        prc == R_OK -> publish(psi, W_COUNT(pw), pround, pe, pg, i, tag, k, own)
+       }
     od
 }
 
@@ -365,26 +530,30 @@ inline next_epoch_after(l, i, x, res)
 
 /* the drain's exchange of entry dp of slot si with EMPTY(the next round,
  * nexte) (acq_rel): a VALUE is taken, an EMPTY (reserved, not published)
- * becomes the tombstone that makes the late publish fail. */
+ * becomes the tombstone that makes the late publish fail. An overflow
+ * position's entry is in the slot's current segment (tw__slot_entry): the
+ * drainer is its only detacher, and every position < dn was reserved with
+ * that segment in place (ensure_room before the CAS), so it is not NULL. */
 inline take_one(si, nexte, E, islate)
 {
     atomic {
         dp < dn ->
-        dv = ent[(si) * MAXPOS + dp];
+        assert(dp < CAP || sseg[si]);       /* the segment is there */
+        dv = ent[EIX(si, sgen[si], dp)];
 #ifdef BROKEN_NO_TOMBSTONE
         if
-        :: IS_VALUE(dv) -> ent[(si) * MAXPOS + dp] = (nexte)
+        :: IS_VALUE(dv) -> ent[EIX(si, sgen[si], dp)] = (nexte)
         :: else -> skip             /* BROKEN: the reservation keeps its EMPTY */
         fi;
 #else
-        ent[(si) * MAXPOS + dp] = (nexte);
+        ent[EIX(si, sgen[si], dp)] = (nexte);
 #endif
         if
         :: IS_VALUE(dv) ->
             nent[V_TIMER(dv)]--;
             /* property 4: taken in the epoch it was published for */
-            assert(islate || pube[(si) * MAXPOS + dp] == (E));
-            pube[(si) * MAXPOS + dp] = 0;
+            assert(islate || pube[EIX(si, sgen[si], dp)] == (E));
+            pube[EIX(si, sgen[si], dp)] = 0;
             taken[ntk] = dv;
             ntk++
         :: else -> skip
@@ -392,6 +561,28 @@ inline take_one(si, nexte, E, islate)
         dv = 0;
         dp++
     }
+}
+
+/* tw__slot_detach (slots.c), after the takes and before tw__slot_reopen,
+ * the slot closed: exchange the overflow segment pointer with NULL. The
+ * memory goes to the grace period (not modelled: it keeps its contents,
+ * and stale producers may still CAS its entries: every reserved one is a
+ * tombstone now). The next producer at an overflow position installs a
+ * fresh segment (ensure_room). After NDETACH detaches in the run, drains
+ * keep the segments (as the C code's do while too much detached memory
+ * waits). In the reopen's step: both are the drainer's stores, and a
+ * producer could tell the NULL before the reopen from the NULL after it
+ * only by installing a fresh segment in between, which its CAS (on a word
+ * the close changed) fails to use either way. */
+inline detach(si)
+{
+    if
+    :: sseg[si] && ndetach < NDETACH ->
+        sseg[si] = 0;
+        ndetach++;
+        sgen[si] = ndetach              /* what a producer installs next */
+    :: else -> skip                 /* NULL already, or the bound */
+    fi
 }
 
 /* The slots a step over (sc, T] drains (drain_level, wheel.c): every
@@ -487,6 +678,7 @@ inline drain_levels()
        :: take_one(dsi, sseq[dsi] + 1, dE, false)
        :: atomic {
            dp >= dn ->
+           detach(dsi);             /* tw__slot_detach */
            sepoch[dsi] = dnext;     /* reopen: epoch, round, then the word */
            sseq[dsi]++;
            word[dsi] = 0;
@@ -511,6 +703,7 @@ inline drain_late(j)
     :: take_one(LATE0 + j, sseq[LATE0 + j] + 1, 0, true)
     :: atomic {
         dp >= dn ->
+        detach(LATE0 + j);                   /* tw__slot_detach */
         if
         :: dn > 0 -> sseq[LATE0 + j]++       /* next round */
         :: else -> skip                      /* nobody came: same round */
@@ -677,6 +870,7 @@ inline compact()
         :: take_one(dsi, sseq[dsi] + 1, dE, false)
         :: atomic {
             dp >= dn ->
+            detach(dsi);            /* tw__slot_detach */
             sseq[dsi]++;            /* reopen: same epoch, next round */
             word[dsi] = 0;
             dn = 0; dp = 0;
@@ -702,7 +896,7 @@ inline compact()
 }
 
 #define PLACE_LOCALS \
-    byte pl, pe, psi, pround, pw, prc, pj
+    byte pl, pe, psi, pround, pw, prc, pj, pg, pq
 
 proctype drainer()
 {
@@ -710,7 +904,7 @@ proctype drainer()
     byte T, sc, gi, sk, gn, gp;
     byte dmask, dord, dsi, dl_, dn, dp, dE, dnext;
     short dv;
-    short taken[NENT];              /* the entries taken in this step */
+    short taken[NTAKE];             /* the entries taken in this step */
     byte ntk;
     byte due[NT];                   /* timer + 1 per claimed timer */
     byte ndue;
