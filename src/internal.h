@@ -297,8 +297,7 @@ void  tw__advise_huge_pages(void *p, size_t bytes);
 #define TW_SEG_MAP_BYTES (64u * 1024u) /* segments this large are mapped alone */
 #define TW_RETIRE_MAX_BYTES (64ull << 20) /* retired, not yet freed: past this,
                                              drains stop detaching */
-#define TW_SEG_KEEP_MIN (256u << 10) /* overflow bytes a wheel keeps in its slots ... */
-#define TW_SEG_KEEP_PER_ENTRY 0u /* ... plus this per entry they hold (segments.c) */
+#define TW_SEG_KEEP_MIN (256u << 10) /* overflow bytes drains leave in the slots */
 /* Tests only: the limit and the minimum above for the services created
  * from now on (0: the defaults). */
 extern uint64_t tw__retire_max_override;
@@ -331,10 +330,8 @@ typedef struct tw_segs {
                               beginning (0: none yet) */
     uint64_t max_bytes;    /* TW_RETIRE_MAX_BYTES (tests: tw__retire_max_override) */
     uint64_t keep_min;     /* TW_SEG_KEEP_MIN (tests: tw__seg_keep_min_override) */
-    uint64_t budget_reserved; /* drainer: positions ever reserved, at the budget */
-    uint64_t budget_held;  /* drainer: overflow bytes held then, less those
-                              retired since */
-    const uint64_t *removed; /* the wheel's positions drained, ever */
+    uint64_t budget_held;  /* drainer: overflow bytes held at the step's start,
+                              less those retired since */
 } tw_segs;
 
 /* A reader of segments: a placement that reaches an overflow position, a
@@ -357,8 +354,8 @@ static inline void tw__seg_done(tw_seg_guard *g)
 void *tw__seg_alloc(tw_service *s, size_t bytes, bool counted);
 void  tw__seg_free(tw_service *s, void *p, size_t bytes, bool counted);
 uint64_t tw__seg_held_bytes(tw_service *s); /* overflow: allocated, not yet freed */
-/* Drainer, before a step or a compaction pass: read what the budget
- * needs (segments.c: drains give segments back past it). */
+/* Drainer, before a step or a compaction pass: read the overflow memory
+ * held (segments.c: drains give segments back past TW_SEG_KEEP_MIN). */
 void  tw__seg_budget(tw_service *s);
 /* Drainer: room to retire `items` more (false: keep them attached). */
 bool  tw__seg_may_retire(tw_segs *g, size_t items);

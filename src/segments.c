@@ -18,9 +18,9 @@
  * of overflow memory, drains leave slots their segments: a small wheel
  * refilled every turn then allocates and frees nothing, and pays no grace
  * steps. Past it, drains give back (read once per step, tw__seg_budget).
- * TW_SEG_KEEP_PER_ENTRY (0) would let the budget grow with the entries
- * held; at 32 bytes an entry, the soak's kept memory crept towards it for
- * a minute, so it stays 0. A slot that kept its segments gives them back
+ * A budget that grew with the entries held (32 bytes an entry was tried)
+ * let the soak's kept memory creep towards it for a minute, so it is a
+ * constant. A slot that kept its segments gives them back
  * at its next drain if the wheel is past the budget then. So the overflow
  * memory is what the entries now in the slots need, plus at most 256 KiB,
  * whatever pattern of bursts made it.
@@ -216,23 +216,12 @@ uint64_t tw__seg_keep_min_override; /* tests (test_segments.c): 0 = TW_SEG_KEEP_
 void tw__seg_budget(tw_service *s)
 {
     tw_segs *g = &s->wheel.segs;
-    g->budget_reserved = tw__reserved_total(s);
     g->budget_held = tw__seg_held_bytes(s);
-}
-
-/* Over the budget: the overflow memory held is more than TW_SEG_KEEP_MIN
- * plus TW_SEG_KEEP_PER_ENTRY for each entry still in the slots (those
- * reserved at the budget's reading, less those drained since). */
-static bool over_budget(const tw_segs *g)
-{
-    uint64_t removed = *g->removed;
-    uint64_t entries = g->budget_reserved > removed ? g->budget_reserved - removed : 0;
-    return g->budget_held > g->keep_min + (uint64_t)TW_SEG_KEEP_PER_ENTRY * entries;
 }
 
 bool tw__seg_may_retire(tw_segs *g, size_t items)
 {
-    if (!over_budget(g))
+    if (g->budget_held <= g->keep_min)
         return false; /* the slot keeps them for its next round */
     if (g->waiting_bytes >= g->max_bytes)
         return false; /* a stalled reader: keep segments in their slots */
@@ -259,20 +248,14 @@ static void free_list(tw_service *s, tw_retire_list *l)
     l->n = 0;
 }
 
-/* Move everything from `from` to the end of `to`. */
-static void list_move(tw_retire_list *to, tw_retire_list *from)
+/* Hand `from`'s items to `to`, which is empty: `one` at a step's
+ * beginning (its items went to `two` when the last step completed), `two`
+ * just after it was freed. The arrays are swapped, so nothing allocates. */
+static void list_hand_over(tw_retire_list *to, tw_retire_list *from)
 {
-    if (to->n == 0) {
-        tw_retire_list t = *to;
-        *to = *from;
-        *from = t;
-        return;
-    }
-    if (!list_room(to, from->n))
-        return; /* stays in `from`: moved at a later step */
-    for (size_t i = 0; i < from->n; i++)
-        to->v[to->n++] = from->v[i];
-    from->n = 0;
+    tw_retire_list t = *to;
+    *to = *from;
+    *from = t;
 }
 
 static bool readers_gone(tw_service *s, uint32_t ph)
@@ -288,7 +271,7 @@ static bool readers_gone(tw_service *s, uint32_t ph)
 static void step_begin(tw_service *s)
 {
     tw_segs *g = &s->wheel.segs;
-    list_move(&g->one, &g->fresh);
+    list_hand_over(&g->one, &g->fresh);
     /* Relaxed: only the drainer writes phase. */
     uint32_t ph = atomic_load_explicit(&g->phase, memory_order_relaxed);
     g->old_phase = ph;
@@ -322,7 +305,7 @@ bool tw__seg_poll(tw_service *s)
     if (g->stepping && readers_gone(s, g->old_phase)) {
         g->stepping = false;
         free_list(s, &g->two); /* retired before the step before this one */
-        list_move(&g->two, &g->one);
+        list_hand_over(&g->two, &g->one);
     }
     return tw__seg_waiting(g);
 }

@@ -189,7 +189,6 @@ int tw__wheel_init(tw_wheel *w, uint32_t nslots, uint32_t cap)
                                                 : TW_RETIRE_MAX_BYTES;
     w->segs.keep_min = tw__seg_keep_min_override ? tw__seg_keep_min_override
                                                  : TW_SEG_KEEP_MIN;
-    w->segs.removed = &w->removed;
     atomic_init(&w->segs.phase, 0);
     /* Zero pages: a slot's header is all zeros until it is first used
      * (epoch 0: its first round, slots.c), so an idle wheel costs no memory
@@ -479,9 +478,9 @@ static void drain_slot(tw_service *s, uint32_t l, uint32_t i, uint64_t T)
                           &w->taken);
             take_entries(s, T);
         }
-        count_removed(w, n); /* first: the budget counts what the slots hold */
         tw__slot_detach(sl, w->cap, &w->segs);
         tw__slot_reopen(sl, next);
+        count_removed(w, n);
     }
 }
 
@@ -884,9 +883,9 @@ void tw__wheel_claim_early(tw_service *s, uint64_t T)
                           count - p < TW_DRAIN_CHUNK ? count : p + TW_DRAIN_CHUNK, &w->taken);
             claim_taken(s, T, &w->staged, T); /* the slot reopens for T */
         }
-        count_removed(w, count); /* first: as in drain_slot */
         tw__slot_detach(sl, w->cap, &w->segs);
         tw__slot_reopen(sl, T);
+        count_removed(w, count);
     }
     if (w->staged.n != 0)
         w->staged_tick = T; /* the cursor learns of T from it (tw__wheel_next_work) */

@@ -171,9 +171,9 @@ static void wheel_turned_by_bursts_holds_about_one_burst(void **state)
     assert_int_equal(st.fired, (uint64_t)B * ROUNDS);
     printf("bursts of %d round the wheel: at most %" PRIu64 " bytes of overflow segments, %"
            PRIu64 " at the end\n", B, most, end);
-    /* The budget: 32 bytes an entry the slots hold (two bursts), plus
-     * the burst drained last, waiting for its grace steps. */
-    uint64_t bound = TW_SEG_KEEP_PER_ENTRY * 2 * B + 4 * B * sizeof(uint64_t);
+    /* The bursts pending and the one drained last, waiting for its grace
+     * steps (segments double: up to twice a burst's entries). */
+    uint64_t bound = 4 * B * sizeof(uint64_t);
     if (most > bound)
         fail_msg("segments reached %" PRIu64 " bytes, bound %" PRIu64, most, bound);
     if (end != 0)
