@@ -288,7 +288,7 @@ static void step_begin(tw_service *s)
 static bool may_begin(tw_service *s)
 {
     tw_segs *g = &s->wheel.segs;
-    if (g->stepping || !(g->fresh.n || g->one.n || g->two.n))
+    if (g->stepping || !tw__seg_waiting(g))
         return false;
     uint64_t now = tw__clock_read(s);
     if (g->began_at && now - g->began_at < TW_RETIRE_STEP_NS)
