@@ -302,6 +302,7 @@ void  tw__advise_huge_pages(void *p, size_t bytes);
  * from now on (0: the defaults). */
 extern uint64_t tw__retire_max_override;
 extern uint64_t tw__seg_keep_min_override;
+extern bool tw__seg_plant_no_grace; /* stress/planted_early_free.c only */
 #define TW_RETIRE_POLL_NS (2u * 1000u * 1000u) /* an idle cursor with retired
                                                   memory looks again this soon */
 #define TW_RETIRE_STEP_NS (1000u * 1000u) /* grace steps begin at most this often */

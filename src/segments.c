@@ -211,6 +211,11 @@ static bool list_room(tw_retire_list *l, size_t more)
 }
 
 uint64_t tw__retire_max_override;   /* tests (test_segments.c): 0 = TW_RETIRE_MAX_BYTES */
+/* A planted bug, for stress/planted_early_free.c only: tw__seg_poll frees
+ * what was detached at once, without a grace period, so that the stress
+ * build shows the use after free a missing grace period causes. Never set
+ * outside that program. */
+bool tw__seg_plant_no_grace;
 uint64_t tw__seg_keep_min_override; /* tests (test_segments.c): 0 = TW_SEG_KEEP_MIN */
 
 void tw__seg_budget(tw_service *s)
@@ -300,6 +305,8 @@ static bool may_begin(tw_service *s)
 bool tw__seg_poll(tw_service *s)
 {
     tw_segs *g = &s->wheel.segs;
+    if (__builtin_expect(tw__seg_plant_no_grace, 0))
+        free_list(s, &g->fresh); /* the planted bug: no grace period */
     if (may_begin(s))
         step_begin(s);
     if (g->stepping && readers_gone(s, g->old_phase)) {

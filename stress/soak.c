@@ -371,6 +371,8 @@ int main(int argc, char **argv)
      * warm-up, reached over the first minute, that a small resident set
      * (10 MB here) cannot absorb in its 10%. */
     double warm_mb = ((double)g_s->wheel.compact_slack * 16.0 + TW_SEG_KEEP_MIN) / 1e6;
+    printf("soak: RSS allowed at the end: %.1f MB (10%% + %.1f MB of warm-up)\n",
+           rss_tenth * 1.10 + warm_mb, warm_mb);
     if (rss_end > rss_tenth * 1.10 + warm_mb)
         st_fail("RSS grew from %.1f MB to %.1f MB (more than 10%% + %.1f MB)", rss_tenth,
                 rss_end, warm_mb);
