@@ -53,11 +53,46 @@
  *                          that sleeps can be late by, before any timer
  *                          code runs. Wakes where B had not yet blocked are
  *                          left out (counted on stderr).
+ *   burst_run runners=R callback=C
+ *                          running a burst of due timers' callbacks, million
+ *                          runs per second: WL5's burst (1,000,000 timers due
+ *                          in one tick; 200,000 with --quick) with nothing of
+ *                          a timer library around it. A table of 40-byte
+ *                          records laid out like tw_record, every one FIRING
+ *                          and out of cache (a 64 MiB buffer, larger than the
+ *                          L3, is written after the reset, as the cursor
+ *                          claimed the records long before the burst), and their
+ *                          handles in index order. A run is what a worker
+ *                          does per handle: prefetch the record 8 handles
+ *                          ahead for writing, acquire-load its state, CAS
+ *                          FIRING -> RUNNING (seq_cst), load cb and arg, call
+ *                          cb through the pointer, release-store FREE.
+ *                          callback=shared is WL5's callback, a relaxed
+ *                          fetch_add on one global counter; callback=own is
+ *                          the same fetch_add on a counter of the runner's
+ *                          own. runners=1: one thread runs the whole burst;
+ *                          runners=2: two threads pinned to two CPUs each run
+ *                          a contiguous half, timed from the first's start to
+ *                          the last's end (the runs per second a benchmark
+ *                          would report). Why it matters: a design that runs
+ *                          a burst on two cores at once pays for the shared
+ *                          counter's line going from core to core on nearly
+ *                          every callback, so its WL5 rate (callbacks per
+ *                          second from the first callback's start to the
+ *                          last's end) cannot exceed the runners=2
+ *                          callback=shared row (it comes near the runners=1
+ *                          row only by leaving most of the burst to one core);
+ *                          a design that runs a burst on one worker cannot
+ *                          exceed the runners=1 callback=shared row. The
+ *                          callback=own rows are what the same runs reach
+ *                          when the callbacks share nothing.
  *
- * All figures are wall-clock times (CLOCK_MONOTONIC) divided by the number of
- * operations, loop overhead included (a counter and a branch, which the CPU
- * overlaps with the measured chain). On a shared machine the median is the
- * figure to quote; a max far from it means another process got the CPU.
+ * All figures but burst_run's are wall-clock times (CLOCK_MONOTONIC) divided
+ * by the number of operations, loop overhead included (a counter and a
+ * branch, which the CPU overlaps with the measured chain); burst_run's is the
+ * inverse, runs divided by wall-clock time. On a shared machine the median is
+ * the figure to quote; a max far from it (a min, for burst_run) means another
+ * process got the CPU.
  *
  * Threads share nothing but C11 atomics; the threads' arguments are written
  * before pthread_create and never changed, and their results are read after
@@ -108,6 +143,8 @@ typedef struct floor_sizes {
     uint64_t pingpong_limit_ns;          /* a repetition stops early after this */
     uint32_t wakes;
     uint64_t wake_gap_ns;                /* waker sleeps this long before each wake */
+    uint32_t burst_timers;               /* records in burst_run's burst */
+    size_t evict_bytes;                  /* written before each burst_run repetition */
 } floor_sizes;
 
 static const floor_sizes full_sizes = {
@@ -115,12 +152,14 @@ static const floor_sizes full_sizes = {
     .chase_bytes = { 32 * KIB, 1 * MIB, 16 * MIB, 400 * MIB },
     .pingpong_hops = 1000000, .pingpong_limit_ns = 1 * SEC,
     .wakes = 2000, .wake_gap_ns = 200000,
+    .burst_timers = 1000000, .evict_bytes = 64 * MIB,
 };
 static const floor_sizes quick_sizes = {
     .reps = 3, .clock_calls = 200000, .rmw_ops = 500000, .chase_loads = 200000,
     .chase_bytes = { 32 * KIB, 1 * MIB, 16 * MIB, 64 * MIB },
     .pingpong_hops = 100000, .pingpong_limit_ns = SEC / 4,
     .wakes = 300, .wake_gap_ns = 200000,
+    .burst_timers = 200000, .evict_bytes = 64 * MIB,
 };
 
 _Static_assert(MAX_REPS >= 5, "full runs take 5 repetitions");
@@ -561,17 +600,27 @@ static bool two_cpus(int cpu[2])
     return found == 2;
 }
 
-static void player_start(pthread_t *th, player *p, int cpu)
+/* Starts run(arg) on a thread of its own, pinned to cpu unless cpu is
+ * negative; who names the figure in a failure. */
+static void thread_start(pthread_t *th, void *(*run)(void *), void *arg, int cpu,
+                         const char *who)
 {
+    char what[96];
     pthread_attr_t attr;
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(cpu, &set);
     pthread_attr_init(&attr);
-    if (pthread_attr_setaffinity_np(&attr, sizeof set, &set) != 0)
-        die("pingpong: cannot pin a thread");
-    if (pthread_create(th, &attr, player_run, p) != 0)
-        die("pingpong: cannot start a thread");
+    if (cpu >= 0) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(cpu, &set);
+        if (pthread_attr_setaffinity_np(&attr, sizeof set, &set) != 0) {
+            snprintf(what, sizeof what, "%s: cannot pin a thread", who);
+            die(what);
+        }
+    }
+    if (pthread_create(th, &attr, run, arg) != 0) {
+        snprintf(what, sizeof what, "%s: cannot start a thread", who);
+        die(what);
+    }
     pthread_attr_destroy(&attr);
 }
 
@@ -592,7 +641,7 @@ static double pingpong_once(const floor_sizes *sz, const int cpu[2])
     player players[2] = { { pp, 0 }, { pp, 1 } };
     pthread_t th[2];
     for (int i = 0; i < 2; i++)
-        player_start(&th[i], &players[i], cpu[i]);
+        thread_start(&th[i], player_run, &players[i], cpu[i], "pingpong");
     for (int i = 0; i < 2; i++)
         pthread_join(th[i], NULL);
     /* relaxed: pthread_join ordered player 0's stores before these loads. */
@@ -780,6 +829,267 @@ static void measure_futex_wake(const floor_sizes *sz)
     free(w);
 }
 
+/* ---- 7. running a burst of due timers ------------------------------------------ */
+
+/* A record as the library lays out tw_record (src/internal.h): 40 bytes,
+ * so that a burst of N touches as many lines as the real one. */
+typedef void (*burst_cb)(uint64_t handle, void *arg);
+
+typedef struct burst_record {
+    _Atomic uint64_t state;
+    _Atomic uint64_t deadline;
+    _Atomic(burst_cb) cb;
+    _Atomic(void *) arg;
+    uint32_t seq;
+    uint32_t unused;
+} burst_record;
+
+_Static_assert(sizeof(burst_record) == 40, "a record is 40 bytes, as tw_record");
+
+/* The states a run passes through; the library's words carry a generation
+ * and a version as well, which cost nothing more to compare. */
+#define BURST_FREE    UINT64_C(0)
+#define BURST_FIRING  UINT64_C(1)
+#define BURST_RUNNING UINT64_C(2)
+/* A handle: a generation above the record's index, as tw_timer. */
+#define BURST_GEN     UINT64_C(1)
+/* How far ahead a runner prefetches records: the workers' PREFETCH_AHEAD. */
+#define BURST_AHEAD   8
+
+/* WL5's counter: every callback=shared callback adds to it. Alone on its
+ * cache line, so that the only line the runners share is this one. */
+static struct {
+    _Alignas(LINE_BYTES) _Atomic uint64_t runs;
+    char pad[LINE_BYTES - sizeof(_Atomic uint64_t)];
+} burst_shared;
+
+/* callback=own's counter: one per thread, in its thread-local storage. */
+static _Thread_local _Atomic uint64_t burst_own_runs;
+
+/* noinline: the runs call through the record's pointer, as a worker does;
+ * the callbacks must exist as functions to be called so. */
+__attribute__((noinline)) static void burst_cb_shared(uint64_t handle, void *arg)
+{
+    (void)handle;
+    (void)arg;
+    /* relaxed: WL5's callback, a counter; nothing is published through it,
+     * and main reads it after pthread_join. */
+    atomic_fetch_add_explicit(&burst_shared.runs, 1, memory_order_relaxed);
+}
+
+__attribute__((noinline)) static void burst_cb_own(uint64_t handle, void *arg)
+{
+    (void)handle;
+    (void)arg;
+    /* relaxed: only this thread touches its counter. The same locked add as
+     * burst_cb_shared, so that the rows differ only in sharing the line. */
+    atomic_fetch_add_explicit(&burst_own_runs, 1, memory_order_relaxed);
+}
+
+typedef struct burst {
+    burst_record *recs;               /* n records; set before the runners start */
+    uint64_t *handles;                /* n handles, in index order; ditto */
+    uint32_t n;
+    unsigned runners;                 /* 1 or 2; ditto */
+    unsigned char *evict;             /* main thread only */
+    size_t evict_bytes;
+    unsigned evictions;               /* main thread only */
+    /* The runners' start barrier, on a line of its own. */
+    _Alignas(LINE_BYTES) _Atomic unsigned ready;
+} burst;
+
+typedef struct burst_runner {
+    _Alignas(LINE_BYTES) burst *b;    /* set before the thread starts */
+    uint32_t lo, hi;                  /* its handles: [lo, hi); ditto */
+    /* Results, read by main after pthread_join. */
+    _Atomic uint64_t start_ns, end_ns, ran, own_runs;
+} burst_runner;
+
+/* Runs the records of handles [lo, hi) in order: the number run. */
+static uint64_t burst_run_range(burst_record *recs, const uint64_t *h, uint32_t lo, uint32_t hi)
+{
+    uint64_t ran = 0;
+    for (uint32_t i = lo; i < hi; i++) {
+        if (i + BURST_AHEAD < hi)
+            __builtin_prefetch(&recs[(uint32_t)h[i + BURST_AHEAD]], 1, 3);
+        burst_record *r = &recs[(uint32_t)h[i]];
+        /* acquire: what a runner needs, pairing with the release that made
+         * the record FIRING, before it reads cb and arg (here pthread_create
+         * has ordered main's reset already; the order is part of the cost). */
+        uint64_t st = atomic_load_explicit(&r->state, memory_order_acquire);
+        if (st != BURST_FIRING)
+            continue;
+        /* seq_cst: the library's order for claiming a run, which a cancel
+         * racing it decides by. Never fails here: every record is in one
+         * runner's range only. */
+        if (!atomic_compare_exchange_strong(&r->state, &st, BURST_RUNNING))
+            continue;
+        /* relaxed: ordered by the acquire load of state above. */
+        burst_cb cb = atomic_load_explicit(&r->cb, memory_order_relaxed);
+        void *arg = atomic_load_explicit(&r->arg, memory_order_relaxed);
+        cb(h[i], arg);
+        /* release: publishes the callback's effects to whoever takes the
+         * record next, as the library's free does; here main, after join. */
+        atomic_store_explicit(&r->state, BURST_FREE, memory_order_release);
+        ran++;
+    }
+    return ran;
+}
+
+static void *burst_runner_run(void *arg)
+{
+    burst_runner *me = arg;
+    burst *b = me->b;
+    /* acq_rel / acquire: the runners see each other started, so that they
+     * run at once; no data is published (pthread_create did that). */
+    atomic_fetch_add_explicit(&b->ready, 1, memory_order_acq_rel);
+    while (atomic_load_explicit(&b->ready, memory_order_acquire) < b->runners)
+        ;
+    uint64_t t0 = now_ns();
+    uint64_t ran = burst_run_range(b->recs, b->handles, me->lo, me->hi);
+    uint64_t t1 = now_ns();
+    /* relaxed: all read by main after pthread_join, which orders them; the
+     * thread-local counter is this thread's own. */
+    atomic_store_explicit(&me->start_ns, t0, memory_order_relaxed);
+    atomic_store_explicit(&me->end_ns, t1, memory_order_relaxed);
+    atomic_store_explicit(&me->ran, ran, memory_order_relaxed);
+    atomic_store_explicit(&me->own_runs, atomic_load_explicit(&burst_own_runs, memory_order_relaxed),
+                          memory_order_relaxed);
+    return NULL;
+}
+
+static burst burst_make(const floor_sizes *sz)
+{
+    burst b = { .n = sz->burst_timers, .evict_bytes = sz->evict_bytes };
+    b.recs = aligned_alloc(LINE_BYTES, ((size_t)b.n * sizeof *b.recs + LINE_BYTES - 1)
+                                       / LINE_BYTES * LINE_BYTES);
+    b.handles = malloc((size_t)b.n * sizeof *b.handles);
+    b.evict = malloc(b.evict_bytes);
+    if (!b.recs || !b.handles || !b.evict)
+        die("out of memory for burst_run");
+    memset(b.recs, 0, (size_t)b.n * sizeof *b.recs);     /* prefault every page */
+    memset(b.evict, 0, b.evict_bytes);
+    for (uint32_t i = 0; i < b.n; i++) {
+        b.handles[i] = BURST_GEN << 32 | i;
+        /* atomic_init: no runner exists yet. */
+        atomic_init(&b.recs[i].state, BURST_FREE);
+        atomic_init(&b.recs[i].deadline, 0);
+        atomic_init(&b.recs[i].cb, NULL);
+        atomic_init(&b.recs[i].arg, NULL);
+    }
+    return b;
+}
+
+/* Makes every record FIRING with callback cb, then writes the eviction
+ * buffer so that the records are in DRAM when the burst starts. */
+static void burst_reset(burst *b, burst_cb cb)
+{
+    /* relaxed: no runner exists; pthread_create publishes all of it. */
+    for (uint32_t i = 0; i < b->n; i++) {
+        atomic_store_explicit(&b->recs[i].state, BURST_FIRING, memory_order_relaxed);
+        atomic_store_explicit(&b->recs[i].cb, cb, memory_order_relaxed);
+    }
+    atomic_store_explicit(&burst_shared.runs, 0, memory_order_relaxed);
+    memset(b->evict, (int)(++b->evictions & 0xff), b->evict_bytes);
+    keep(b->evict[b->evict_bytes - 1]);
+}
+
+/* Every record run once and FREE, every callback counted, or dies. */
+static void burst_check(const burst *b, burst_cb cb, uint64_t ran, uint64_t own)
+{
+    if (ran != b->n)
+        die("burst_run: a record was not run once");
+    /* relaxed: after pthread_join, which ordered the runners' writes. */
+    uint64_t shared = atomic_load_explicit(&burst_shared.runs, memory_order_relaxed);
+    bool counted = cb == burst_cb_shared ? shared == b->n : (own == b->n && shared == 0);
+    if (!counted)
+        die("burst_run: the callbacks' count is not the number of records");
+    for (uint32_t i = 0; i < b->n; i++)
+        if (atomic_load_explicit(&b->recs[i].state, memory_order_relaxed) != BURST_FREE)
+            die("burst_run: a record did not end FREE");
+}
+
+/* One repetition with runners threads (on cpu[0], cpu[1]; a negative cpu
+ * leaves the thread unpinned): million runs per second. */
+static double burst_once(burst *b, unsigned runners, burst_cb cb, const int cpu[2])
+{
+    burst_reset(b, cb);
+    b->runners = runners;
+    /* atomic_init: no runner exists yet; pthread_create publishes. */
+    atomic_init(&b->ready, 0);
+    burst_runner r[2];
+    pthread_t th[2];
+    for (unsigned i = 0; i < runners; i++) {
+        r[i].b = b;
+        r[i].lo = (uint32_t)((uint64_t)b->n * i / runners);
+        r[i].hi = (uint32_t)((uint64_t)b->n * (i + 1) / runners);
+        atomic_init(&r[i].start_ns, 0);
+        atomic_init(&r[i].end_ns, 0);
+        atomic_init(&r[i].ran, 0);
+        atomic_init(&r[i].own_runs, 0);
+        thread_start(&th[i], burst_runner_run, &r[i], cpu[i], "burst_run");
+    }
+    for (unsigned i = 0; i < runners; i++)
+        pthread_join(th[i], NULL);
+    uint64_t start = UINT64_MAX, end = 0, ran = 0, own = 0;
+    for (unsigned i = 0; i < runners; i++) {
+        /* relaxed: after pthread_join (see burst_runner_run). */
+        uint64_t t0 = atomic_load_explicit(&r[i].start_ns, memory_order_relaxed);
+        uint64_t t1 = atomic_load_explicit(&r[i].end_ns, memory_order_relaxed);
+        start = t0 < start ? t0 : start;
+        end = t1 > end ? t1 : end;
+        ran += atomic_load_explicit(&r[i].ran, memory_order_relaxed);
+        own += atomic_load_explicit(&r[i].own_runs, memory_order_relaxed);
+    }
+    burst_check(b, cb, ran, own);
+    keep(ran);
+    /* runs per ns, times 1000: million runs per second. */
+    return (double)b->n / (double)(end > start ? end - start : 1) * 1e3;
+}
+
+static void measure_burst_run(const floor_sizes *sz)
+{
+    static const struct {
+        unsigned runners;
+        burst_cb cb;
+        const char *callback;
+    } rows[] = {
+        { 1, burst_cb_shared, "shared" },
+        { 2, burst_cb_shared, "shared" },
+        { 1, burst_cb_own, "own" },
+        { 2, burst_cb_own, "own" },
+    };
+    int cpu[2];
+    bool two = two_cpus(cpu);
+    if (!two)
+        cpu[0] = cpu[1] = -1;         /* runners=1 unpinned, runners=2 skipped */
+    if (two)
+        fprintf(stderr, "twfloor: burst_run: %" PRIu32 " records (%zu MiB), CPUs %d and %d, "
+                "%zu MiB written before each repetition\n", sz->burst_timers,
+                (size_t)sz->burst_timers * sizeof(burst_record) / MIB, cpu[0], cpu[1],
+                sz->evict_bytes / MIB);
+    else
+        fprintf(stderr, "twfloor: burst_run: runners=2 needs two CPUs, skipped; runners=1 "
+                "unpinned\n");
+    burst b = burst_make(sz);
+    for (size_t k = 0; k < sizeof rows / sizeof rows[0]; k++) {
+        char name[64];
+        snprintf(name, sizeof name, "burst_run runners=%u callback=%s", rows[k].runners,
+                 rows[k].callback);
+        if (rows[k].runners == 2 && !two) {
+            printf("FLOOR %s runs_per_s=n/a M/s\n", name);
+            continue;
+        }
+        double rate[MAX_REPS];
+        for (unsigned r = 0; r < sz->reps; r++)
+            rate[r] = burst_once(&b, rows[k].runners, rows[k].cb, cpu);
+        print_floor(name, "runs_per_s", spread_of(rate, sz->reps), "M/s");
+    }
+    free(b.recs);
+    free(b.handles);
+    free(b.evict);
+}
+
 /* ---- main ------------------------------------------------------------------------ */
 
 static void usage(FILE *to)
@@ -808,6 +1118,7 @@ int main(int argc, char **argv)
     measure_chase(sz);
     measure_pingpong(sz);
     measure_futex_wake(sz);
+    measure_burst_run(sz);
     fprintf(stderr, "twfloor: done in %.1f s (checksum %" PRIu64 ")\n",
             (double)(now_ns() - t0) / 1e9, atomic_load_explicit(&sink, memory_order_relaxed));
     return 0;
