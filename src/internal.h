@@ -506,8 +506,6 @@ typedef struct tw_wheel {
     tw_vec staged;               /* drainer: (key, handle) pairs claimed early for
                                     staged_tick (wheel.c, early claims) */
     uint64_t staged_tick;
-    uint64_t staged_batched;     /* drainer: of them, filled into the pool's
-                                    staged batches (workers.c) */
     uint64_t step_min_tick;      /* drainer: least deadline tick claimed in it */
     /* Drainer-private (the cursor thread, or the tw_advance caller). */
     uint64_t removed;        /* positions drained or compacted, ever */
@@ -635,9 +633,6 @@ typedef struct tw_pool {
     struct cds_wfcq_tail tail;
     struct cds_wfcq_head spare_head; /* run batches, back for reuse: workers */
     struct cds_wfcq_tail spare_tail; /* enqueue, the drainer alone dequeues */
-    struct cds_wfcq_head staged_head; /* batches filled from an early claim, */
-    struct cds_wfcq_tail staged_tail; /* for its tick: the drainer's alone */
-    uint64_t staged_n;               /* handles in them (the drainer's) */
     _Atomic int32_t work_seq;    /* futex word: bumped on every enqueue */
     _Atomic uint32_t sleepers;   /* workers in (or going into) futex_wait */
     _Atomic bool quit;
@@ -655,12 +650,6 @@ typedef struct tw_pool {
 void tw__run_timer(tw_service *s, tw_timer h);
 /* Hand the step's due list to the pool (or run it inline if no pool). */
 void tw__deliver(tw_service *s);
-/* After an early claim (pool only): fill batches from the pairs in
- * `list` ahead of their tick, as far as there are batches for them, and
- * keep them; the pairs batched leave `list`. Returns how many. */
-size_t tw__stage_early(tw_service *s, tw_vec *list);
-/* The step to the staged tick: hand the staged batches to the workers. */
-void tw__release_staged(tw_service *s);
 /* In the middle of a step (pool only): hand the due list to the pool as
  * far as there are batches for it; what is left stays for tw__deliver. */
 void tw__deliver_early(tw_service *s);

@@ -456,13 +456,6 @@ static void count_removed(tw_wheel *w, uint32_t n)
 static void take_entries(tw_service *s, uint64_t T);
 static void hand_over_staged(tw_service *s, uint64_t T);
 
-/* A tick was claimed early and waits for its step: pairs not batched, or
- * batches filled (the pool's staged queue). */
-static bool staged_any(const tw_wheel *w)
-{
-    return w->staged.n != 0 || w->staged_batched != 0;
-}
-
 /* Drain slot (l, i), every lane, and claim or re-place what it held: a
  * chunk of TW_DRAIN_CHUNK positions at a time, so that a slot of a
  * million timers hands its first ones to the workers (take_entries)
@@ -857,7 +850,7 @@ static uint64_t slot_entries(const tw_wheel *w, uint32_t l, uint32_t i)
 uint64_t tw__wheel_big_slot(tw_service *s, uint64_t T)
 {
     const tw_wheel *w = &s->wheel;
-    if (s->pool.nthreads == 0 || (staged_any(w) && w->staged_tick != T))
+    if (s->pool.nthreads == 0 || (w->staged.n != 0 && w->staged_tick != T))
         return 0;
     uint32_t i = (uint32_t)(T & (w->nslots - 1));
     /* Relaxed: a hint; the level-0 bit says the slot collects for T. */
@@ -894,13 +887,11 @@ void tw__wheel_claim_early(tw_service *s, uint64_t T)
         tw__slot_reopen(sl, T);
         count_removed(w, count);
     }
-    tw__count_rare(s, TW_RARE_EARLY_CLAIM);
-    /* Ordered now, off the tick's path, and filled into batches (workers.c,
-     * tw__stage_early): the step hands them over as they are. */
-    order_list(w, &w->staged);
-    w->staged_batched += tw__stage_early(s, &w->staged);
-    if (staged_any(w))
+    if (w->staged.n != 0)
         w->staged_tick = T; /* the cursor learns of T from it (tw__wheel_next_work) */
+    tw__count_rare(s, TW_RARE_EARLY_CLAIM);
+    /* Ordered now, off the tick's path: the step hands it over as it is. */
+    order_list(w, &w->staged);
     count_claims(s, c + 1);
     hands_empty(w, c + 1);
 }
@@ -910,13 +901,8 @@ void tw__wheel_claim_early(tw_service *s, uint64_t T)
 static void hand_over_staged(tw_service *s, uint64_t T)
 {
     tw_wheel *w = &s->wheel;
-    if (!staged_any(w) || w->staged_tick > T)
+    if (w->staged.n == 0 || w->staged_tick > T)
         return;
-    tw__release_staged(s);
-    w->staged_batched = 0;
-    if (w->staged.n == 0)
-        return;
-    /* What found no batch when it was claimed: as a step's due list. */
     tw_vec t = w->due; /* empty: each step starts with an empty list */
     w->due = w->staged; /* in order (tw__wheel_claim_early) */
     w->staged = t;
@@ -1089,7 +1075,7 @@ uint64_t tw__wheel_next_work(tw_service *s)
             TW_SLOT_COUNT_MASK)
             return c + 1;
     }
-    uint64_t best = staged_any(w) ? w->staged_tick : UINT64_MAX; /* claimed early */
+    uint64_t best = w->staged.n ? w->staged_tick : UINT64_MAX; /* claimed early */
     for (uint32_t l = 0; l < w->levels; l++) {
         uint64_t e = level_next_work(w, l, c);
         if (e < best)

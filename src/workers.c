@@ -710,54 +710,6 @@ void tw__deliver_early(tw_service *s)
     due->n = 2 * (n - i);
 }
 
-/*
- * Batches filled ahead (early claims, wheel.c). Filling a million handles
- * into batches takes the drainer milliseconds (and, the first time, page
- * faults for the batches' memory); done at the tick, it ran on one of the
- * two cores the workers needed for the burst (perf: the cursor took 30%
- * of a core through WL5's burst, filling and allocating). So the early
- * claim fills them when it claims, and keeps them on the staged queue,
- * which only the drainer touches; the step to the tick splices the whole
- * queue onto the workers' queue (one operation) and wakes every worker.
- * Not enqueued earlier: a worker that took a batch due at a later tick
- * would wait for it, holding up timers due before.
- */
-size_t tw__stage_early(tw_service *s, tw_vec *list)
-{
-    tw_pool *p = &s->pool;
-    size_t n = list->n / 2, per = batch_size(s, n), i = 0;
-    while (i < n) {
-        tw_batch *b = batch_get(p);
-        if (!b)
-            break; /* the rest stays in the list (hand_over_staged) */
-        size_t take = n - i < per ? n - i : per;
-        batch_fill(b, list->v + 2 * i, take);
-        cds_wfcq_node_init(&b->node);
-        cds_wfcq_enqueue(&p->staged_head, &p->staged_tail, &b->node);
-        i += take;
-    }
-    memmove(list->v, list->v + 2 * i, (n - i) * 2 * sizeof *list->v);
-    list->n = 2 * (n - i);
-    p->staged_n += i;
-    return i;
-}
-
-void tw__release_staged(tw_service *s)
-{
-    tw_pool *p = &s->pool;
-    if (p->staged_n == 0)
-        return;
-    /* The staged queue has one dequeuer, the drainer: the splice's own
-     * lock is not needed (the double-underscore form). The workers' queue
-     * takes the whole chain as one enqueue. */
-    (void)__cds_wfcq_splice_blocking(&p->head, &p->tail, &p->staged_head, &p->staged_tail);
-    p->staged_n = 0;
-    /* Seq_cst: bump the word before looking for sleepers (see top). */
-    atomic_fetch_add_explicit(&p->work_seq, 1, memory_order_seq_cst);
-    if (atomic_load_explicit(&p->sleepers, memory_order_seq_cst))
-        futex_wake_all(&p->work_seq);
-}
-
 static void *worker_main(void *arg)
 {
     tw_worker *me = arg;
@@ -798,8 +750,6 @@ int tw__pool_start(tw_service *s, uint32_t nthreads)
     tw_pool *p = &s->pool;
     cds_wfcq_init(&p->head, &p->tail);
     cds_wfcq_init(&p->spare_head, &p->spare_tail);
-    cds_wfcq_init(&p->staged_head, &p->staged_tail);
-    p->staged_n = 0;
     atomic_init(&p->work_seq, 0);
     atomic_init(&p->sleepers, 0);
     atomic_init(&p->quit, false);
@@ -846,15 +796,10 @@ void tw__pool_quit(tw_service *s)
     for (struct cds_wfcq_node *node;
          (node = __cds_wfcq_dequeue_blocking(&p->spare_head, &p->spare_tail));)
         free(caa_container_of(node, tw_batch, node));
-    for (struct cds_wfcq_node *node;
-         (node = __cds_wfcq_dequeue_blocking(&p->staged_head, &p->staged_tail));)
-        free(caa_container_of(node, tw_batch, node)); /* dropped by the stop sweep too */
-    p->staged_n = 0;
     free(p->threads);
     p->threads = NULL;
     cds_wfcq_destroy(&p->head, &p->tail);
     cds_wfcq_destroy(&p->spare_head, &p->spare_tail);
-    cds_wfcq_destroy(&p->staged_head, &p->staged_tail);
 }
 
 /* The workers' lines stay until tw_destroy: tw_pause may look at their
