@@ -27,7 +27,8 @@
  * periodic timer starts after tw_cancel_sync of it returned. At the end the
  * library's counters equal ours.
  *
- * Memory: the resident set is read after the first tenth of the run and at
+ * Memory: the resident set, and the bytes allocated and not freed (glibc's
+ * mallinfo2), are read after the first tenth of the run and at
  * the end; the end may be at most 10% above it, plus the warm-up the
  * wheel's bounds allow (compaction's slack, the kept segments; not checked under
  * sanitizers, whose shadow memory and quarantine make RSS meaningless).
@@ -39,6 +40,8 @@
 #include "stress_common.h"
 
 #include "internal.h" /* tw__check, tw__wheel_entries */
+
+#include <malloc.h>
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define SOAK_SANITIZED 1
@@ -282,6 +285,27 @@ static void account(producer *p, uint64_t *dropped)
     }
 }
 
+/* Records the table has handed out (never-used ones start there): it
+ * grows only when the free list is empty, so it tracks the most timers
+ * alive at once. Relaxed: a statistic. */
+static uint64_t records_made(tw_service *s)
+{
+    return atomic_load_explicit(&s->rec.next_unused, memory_order_relaxed);
+}
+
+/* Bytes the process has allocated and not freed (glibc's count, the
+ * mapped blocks included), in KB; 0 elsewhere. Against the RSS, it tells
+ * memory in use from memory the allocator keeps. */
+static uint64_t malloc_in_use_kb(void)
+{
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
+    struct mallinfo2 mi = mallinfo2();
+    return (uint64_t)(mi.uordblks + mi.hblkhd) / 1024;
+#else
+    return 0;
+#endif
+}
+
 int main(int argc, char **argv)
 {
     const char *env = getenv("TW_SOAK_SECONDS");
@@ -314,11 +338,17 @@ int main(int argc, char **argv)
         st_start(&g_p[i].th, produce, &g_p[i]);
     st_sleep_ns((uint64_t)(seconds * 1e8));
     double rss_tenth = st_rss_mb();
-    printf("soak: RSS after a tenth: %.1f MB\n", rss_tenth);
+    uint64_t seg_tenth = tw__seg_held_bytes(g_s), rec_tenth = records_made(g_s);
+    uint64_t mall_tenth = malloc_in_use_kb();
+    printf("soak: RSS after a tenth: %.1f MB (the library's: %" PRIu64 " KB of overflow "
+           "segments, %" PRIu64 " records; malloc'd in use: %" PRIu64 " KB)\n", rss_tenth,
+           seg_tenth / 1024, rec_tenth, mall_tenth);
     fflush(stdout);
     for (uint64_t i = 0; i < np; i++)
         pthread_join(g_p[i].th, NULL);
     double rss_end = st_rss_mb();
+    uint64_t seg_end = tw__seg_held_bytes(g_s), rec_end = records_made(g_s);
+    uint64_t mall_end = malloc_in_use_kb();
     uint64_t t1 = st_mono_ns();
     tw_stats before;
     tw_stats_get(g_s, &before);
@@ -363,6 +393,8 @@ int main(int argc, char **argv)
     printf("soak: at the end %" PRIu64 " pending, %" PRIu64 " slot entries; RSS %.1f MB after "
            "a tenth, %.1f MB at the end (%+.1f%%)\n", before.pending, entries, rss_tenth,
            rss_end, (rss_end / rss_tenth - 1) * 100);
+    printf("soak: the library's at the end: %" PRIu64 " KB of overflow segments, %" PRIu64
+           " records; malloc'd in use: %" PRIu64 " KB\n", seg_end / 1024, rec_end, mall_end);
 #ifndef SOAK_SANITIZED
     /* Entries left behind by cancelled and moved timers may reach twice
      * the pending timers plus compaction's slack (wheel.c), in segments
@@ -376,6 +408,12 @@ int main(int argc, char **argv)
     if (rss_end > rss_tenth * 1.10 + warm_mb)
         st_fail("RSS grew from %.1f MB to %.1f MB (more than 10%% + %.1f MB)", rss_tenth,
                 rss_end, warm_mb);
+    /* The same bound on what is allocated and not freed (glibc only): it
+     * leaves out what the allocator keeps of freed memory, so a leak shows
+     * here before it shows in the RSS. */
+    if (mall_tenth && (double)mall_end / 1024 > (double)mall_tenth / 1024 * 1.10 + warm_mb)
+        st_fail("memory in use grew from %" PRIu64 " KB to %" PRIu64 " KB (more than 10%% + "
+                "%.1f MB)", mall_tenth, mall_end, warm_mb);
 #endif
     tw_destroy(g_s);
     for (uint64_t i = 0; i < np; i++)
