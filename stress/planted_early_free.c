@@ -22,12 +22,14 @@
  *
  *   plant  tw__seg_plant_no_grace: what a step detached is freed at the
  *          step's end. A producer between its reservation and its publish
- *          then writes into freed memory. ctest runs this mode under ASan
- *          and TSan through expect_sanitizer_report.cmake: it passes only
- *          when the sanitizer reports a use after free (or, for a segment
- *          that was unmapped, a SEGV) in the library's slot code. The
- *          program stops at the first report; if it runs to its end
- *          unreported, it exits 0 and the test fails.
+ *          then writes into freed memory (malloc'd: a slot here never
+ *          grows segments of the 64 KiB that are mapped instead). ctest
+ *          runs this mode under ASan and TSan through
+ *          expect_sanitizer_report.cmake, up to 20 runs of 2 s: the test
+ *          passes at the first report that names the free (tw__seg_free)
+ *          and the use (src/slots.c), and fails on any other failure or
+ *          when no run is reported. A run stops at its first report; one
+ *          that reaches its end unreported exits 0.
  *   clean  the library as shipped: exact accounting (every arming ran its
  *          callback once, or tw_stop handed it back), no report.
  *
