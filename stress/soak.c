@@ -306,6 +306,30 @@ static uint64_t malloc_in_use_kb(void)
 #endif
 }
 
+/* Resident KB of the wheel's slot headers: a zero-page mapping whose
+ * pages become memory as slots are first written (wheel.c), up to
+ * levels x slots x lanes x 64 bytes; from /proc/self/smaps, 0 if absent. */
+static uint64_t slot_rss_kb(tw_service *s)
+{
+    FILE *f = fopen("/proc/self/smaps", "r");
+    char line[512];
+    uintptr_t a = (uintptr_t)s->wheel.slot;
+    int in = 0;
+    uint64_t kb = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2) {
+            in = a >= lo && a < hi;
+            continue;
+        }
+        if (in && sscanf(line, "Rss: %lu kB", &lo) == 1)
+            kb = lo;
+    }
+    if (f)
+        fclose(f);
+    return kb;
+}
+
 int main(int argc, char **argv)
 {
     const char *env = getenv("TW_SOAK_SECONDS");
@@ -340,15 +364,17 @@ int main(int argc, char **argv)
     double rss_tenth = st_rss_mb();
     uint64_t seg_tenth = tw__seg_held_bytes(g_s), rec_tenth = records_made(g_s);
     uint64_t mall_tenth = malloc_in_use_kb();
+    uint64_t slots_tenth = slot_rss_kb(g_s);
     printf("soak: RSS after a tenth: %.1f MB (the library's: %" PRIu64 " KB of overflow "
-           "segments, %" PRIu64 " records; malloc'd in use: %" PRIu64 " KB)\n", rss_tenth,
-           seg_tenth / 1024, rec_tenth, mall_tenth);
+           "segments, %" PRIu64 " records, %" PRIu64 " KB of slot headers; malloc'd in use: %"
+           PRIu64 " KB)\n", rss_tenth, seg_tenth / 1024, rec_tenth, slots_tenth, mall_tenth);
     fflush(stdout);
     for (uint64_t i = 0; i < np; i++)
         pthread_join(g_p[i].th, NULL);
     double rss_end = st_rss_mb();
     uint64_t seg_end = tw__seg_held_bytes(g_s), rec_end = records_made(g_s);
     uint64_t mall_end = malloc_in_use_kb();
+    uint64_t slots_end = slot_rss_kb(g_s);
     uint64_t t1 = st_mono_ns();
     tw_stats before;
     tw_stats_get(g_s, &before);
@@ -394,7 +420,8 @@ int main(int argc, char **argv)
            "a tenth, %.1f MB at the end (%+.1f%%)\n", before.pending, entries, rss_tenth,
            rss_end, (rss_end / rss_tenth - 1) * 100);
     printf("soak: the library's at the end: %" PRIu64 " KB of overflow segments, %" PRIu64
-           " records; malloc'd in use: %" PRIu64 " KB\n", seg_end / 1024, rec_end, mall_end);
+           " records, %" PRIu64 " KB of slot headers; malloc'd in use: %" PRIu64 " KB\n",
+           seg_end / 1024, rec_end, slots_end, mall_end);
 #ifndef SOAK_SANITIZED
     /* Entries left behind by cancelled and moved timers may reach twice
      * the pending timers plus compaction's slack (wheel.c), in segments
