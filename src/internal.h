@@ -30,6 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <urcu/lfstack.h>
 #include <urcu/wfcqueue.h>
 
 /* CAS retry back-off (Concurrency Kit): exponential, capped at 4095 spins.
@@ -55,6 +56,8 @@ enum {
     TW_INJ_STATE_CAS,       /* state word read, CAS not yet tried */
     TW_INJ_CLOSE_DRAIN,     /* slot closed, entries not yet taken */
     TW_INJ_CASCADE,         /* entry taken, not yet re-placed or claimed */
+    TW_INJ_SEG_INSTALL,     /* segment made (or taken from the cache), not
+                               yet installed */
     TW_INJ_POINTS
 };
 
@@ -72,6 +75,8 @@ enum {
                              its reservation (wheel.c; tests/test_stall.c) */
     TW_RARE_EARLY_CLAIM,  /* a large slot was claimed before its tick (wheel.c,
                              early claims; tests/test_workers.c) */
+    TW_RARE_SEG_LOST,     /* a segment's install lost to another producer's: the
+                             copy went to the drainer (segments.c, tw__seg_unused) */
     TW_RARE_COUNT
 };
 
@@ -307,10 +312,30 @@ extern bool tw__seg_plant_no_grace; /* stress/planted_early_free.c only */
                                                   memory looks again this soon */
 #define TW_RETIRE_STEP_NS (1000u * 1000u) /* grace steps begin at most this often */
 
+/* The cache of freed overflow segments (segments.c): one stack per size
+ * class, the overflow table's (192 bytes) and 512 bytes .. 32 KiB; larger
+ * ones are mapped and go back to the system. */
+#define TW_SEG_CACHE_CLASSES 8
+#define TW_SEG_CACHE_SMALLEST 512u /* class 1; class c holds 512 << (c - 1) */
+#define TW_SEG_CACHE_MIN (1u << 20) /* the cache may hold this much, or as
+                                       much as the overflow segments in use */
+extern uint64_t tw__seg_cache_min_override; /* tests: 0 = TW_SEG_CACHE_MIN */
+typedef struct tw_seg_cache {
+    struct __cds_lfs_stack head[TW_SEG_CACHE_CLASSES] TW_ALIGNED; /* pushed by
+                                     the drainer, popped by producers */
+    _Atomic uint64_t bytes TW_ALIGNED; /* in the stacks, or just popped */
+    struct __cds_lfs_stack unused;      /* segments producers made and could not
+                                           install, for the drainer to retire */
+    uint64_t min;                       /* TW_SEG_CACHE_MIN (tests: override) */
+    uint64_t allow;                     /* drainer: max(min, overflow bytes in use
+                                           at the step's start) */
+} tw_seg_cache;
+
 typedef struct tw_retired {
     void *p;
     size_t bytes;
     bool table; /* a tw_overflow table (freed with its late installs) */
+    bool trimmed; /* taken from the cache: back to the system, uncounted */
 } tw_retired;
 typedef struct tw_retire_list {
     tw_retired *v;
@@ -333,6 +358,7 @@ typedef struct tw_segs {
     uint64_t keep_min;     /* TW_SEG_KEEP_MIN (tests: tw__seg_keep_min_override) */
     uint64_t budget_held;  /* drainer: overflow bytes held at the step's start,
                               less those retired since */
+    tw_seg_cache cache;    /* freed segments, for producers to take again */
 } tw_segs;
 
 /* A reader of segments: a placement that reaches an overflow position, a
@@ -351,10 +377,24 @@ static inline void tw__seg_done(tw_seg_guard *g)
         tw__seg_leave(g);
 }
 /* Zeroed segment memory; NULL: no memory. Overflow segments and tables
- * are counted in tw__seg_held_bytes (`counted`), fixed arrays are not. */
-void *tw__seg_alloc(tw_service *s, size_t bytes, bool counted);
+ * are counted in tw__seg_held_bytes (`counted`), fixed arrays are not. A
+ * counted one may come from the cache, so `g` must be entered (a fixed
+ * array's allocation needs no guard). */
+void *tw__seg_alloc(tw_seg_guard *g, size_t bytes, bool counted);
+/* Back to the system (fixed arrays, tw_destroy). */
 void  tw__seg_free(tw_service *s, void *p, size_t bytes, bool counted);
-uint64_t tw__seg_held_bytes(tw_service *s); /* overflow: allocated, not yet freed */
+/* A producer, inside `g`: a counted segment it made and could not install
+ * (another producer's install won). It may have come from the cache, so
+ * it goes to the drainer, which retires it like a detached one. */
+void  tw__seg_unused(tw_seg_guard *g, void *p, size_t bytes);
+/* Drainer, after a grace period: a counted segment nobody can reach goes
+ * to the cache while it has room, else back to the system. */
+void  tw__seg_recycle(tw_service *s, void *p, size_t bytes);
+uint64_t tw__seg_held_bytes(tw_service *s); /* overflow: allocated, not yet freed,
+                                               not in the cache */
+uint64_t tw__seg_cached_bytes(tw_service *s); /* overflow: in the cache */
+uint64_t tw__seg_reused(tw_service *s);       /* segments taken from the cache */
+void tw__seg_cache_init(tw_segs *g); /* create */
 /* Drainer, before a step or a compaction pass: read the overflow memory
  * held (segments.c: drains give segments back past TW_SEG_KEEP_MIN). */
 void  tw__seg_budget(tw_service *s);
@@ -452,7 +492,7 @@ uint32_t tw__slot_compact(tw_slot *sl, uint32_t cap, tw_vec *out, tw_segs *g);
 uint32_t tw__slot_drain_late(tw_slot *sl, uint32_t cap, tw_vec *out, tw_segs *g);
 /* Free a retired overflow table, and any segment installed in it after
  * its detach (segments.c, after the grace period). */
-void tw__slot_table_free(tw_service *s, void *table);
+void tw__slot_table_free(tw_service *s, void *table, bool recycle);
 _Atomic uint64_t *tw__slot_entry(tw_slot *sl, uint32_t cap, uint32_t pos);
 /* True if position pos is the first of an overflow segment. */
 bool tw__slot_segment_start(uint32_t cap, uint32_t pos);
@@ -734,6 +774,7 @@ typedef struct tw_stripe {
                                   (segments.c) */
     _Atomic uint64_t seg_bytes;  /* segment bytes allocated less freed (wraps:
                                   summed over the stripes) */
+    _Atomic uint64_t seg_reused; /* segments taken from the cache (segments.c) */
     _Atomic uint64_t lateness[TW_LATENESS_BUCKETS];
     _Atomic uint64_t rare[TW_RARE_COUNT];
 } TW_ALIGNED tw_stripe;
@@ -810,6 +851,10 @@ static inline void tw__count_add(_Atomic uint64_t *c, uint64_t n)
 }
 #define TW_COUNT(s, field, n) tw__count_add(&tw__stripe(s)->field, (n))
 void tw__count_rare(tw_service *s, int which);
+/* The sum of one counter over every stripe (relaxed: statistics, exact at
+ * rest); `off` is the counter's offset in tw_stripe. */
+uint64_t tw__stripes_sum(tw_service *s, size_t off);
+#define TW_STRIPES_SUM(s, field) tw__stripes_sum((s), offsetof(tw_stripe, field))
 uint64_t tw__pending(tw_service *s);        /* stats.pending, summed */
 /* The pending timers that have a due time: stats.pending less the periodic
  * timers whose run is in progress. */

@@ -395,7 +395,7 @@ void tw__note_lateness_runs(tw_service *s, uint32_t bucket, uint32_t n, uint64_t
     }
 }
 
-static uint64_t sum_field(tw_service *s, size_t off)
+uint64_t tw__stripes_sum(tw_service *s, size_t off)
 {
     uint64_t sum = 0;
     for (int i = 0; i < TW_STRIPES; i++) {
@@ -405,20 +405,20 @@ static uint64_t sum_field(tw_service *s, size_t off)
     }
     return sum;
 }
-#define SUM(s, field) sum_field((s), offsetof(tw_stripe, field))
+#define SUM(s, field) TW_STRIPES_SUM((s), field)
 
 const char *tw__rare_name(int which)
 {
     static const char *const name[TW_RARE_COUNT] = {
         "tombstoned", "newer", "late_slot", "cancel_lost", "lease_met", "resched_firing",
-        "handed_over", "ran_away", "early_claim",
+        "handed_over", "ran_away", "early_claim", "seg_lost",
     };
     return which >= 0 && which < TW_RARE_COUNT ? name[which] : "?";
 }
 
 uint64_t tw__rare_total(tw_service *s, int which)
 {
-    return sum_field(s, offsetof(tw_stripe, rare) + (size_t)which * sizeof(uint64_t));
+    return tw__stripes_sum(s, offsetof(tw_stripe, rare) + (size_t)which * sizeof(uint64_t));
 }
 
 /* pending = scheduled - cancelled - dropped - one-shot runs (see tw_stripe),
@@ -494,7 +494,7 @@ void tw_lateness_histogram(tw_service *s, uint64_t buckets[TW_LATENESS_BUCKETS])
     if (!buckets)
         return; /* as tw_stats_get(s, NULL): nothing to fill */
     for (int b = 0; b < TW_LATENESS_BUCKETS; b++)
-        buckets[b] = s ? sum_field(s, offsetof(tw_stripe, lateness) +
+        buckets[b] = s ? tw__stripes_sum(s, offsetof(tw_stripe, lateness) +
                                           (size_t)b * sizeof(uint64_t))
                        : 0;
 }

@@ -61,7 +61,7 @@
  *
  * Room: segment 0 holds slot_capacity entries, overflow segment j >= 1
  * holds 64 << (j - 1); each is made on first use (CAS-installed; the loser
- * gives its copy back), segment 0 too, so a slot that is never used costs
+ * hands its copy to the drainer, tw__seg_unused), segment 0 too, so a slot that is never used costs
  * its header only. The pointers to segments 0..TW_SLOT_NEAR-1 sit in the
  * slot's own line, the rest in a table made on first use. Segments under
  * 64 KiB come from malloc, larger ones are mapped one by one (segments.c).
@@ -135,7 +135,7 @@ static size_t seg_len(uint32_t cap, uint32_t j)
  * separate table), else in the overflow table, made here if `make`.
  * NULL: no table (and not `make`), or no memory for one. */
 typedef _Atomic(_Atomic uint64_t *) seg_ptr;
-static seg_ptr *seg_ptr_of(tw_slot *sl, uint32_t j, tw_service *make)
+static seg_ptr *seg_ptr_of(tw_slot *sl, uint32_t j, tw_seg_guard *make)
 {
     if (j < TW_SLOT_NEAR)
         return &sl->near[j];
@@ -152,7 +152,7 @@ static seg_ptr *seg_ptr_of(tw_slot *sl, uint32_t j, tw_service *make)
                                                     memory_order_acquire))
             o = fresh;
         else
-            tw__seg_free(make, fresh, sizeof *fresh, true);
+            tw__seg_unused(make, fresh, sizeof *fresh);
     }
     return o ? &o->seg[j - TW_SLOT_NEAR] : NULL;
 }
@@ -192,7 +192,7 @@ static int ensure_room(tw_slot *sl, tw_seg_guard *g, uint32_t cap, uint32_t pos,
     uint32_t j = seg_of(cap, pos, &off);
     if (j > 0)
         tw__seg_enter(g);
-    seg_ptr *sp = seg_ptr_of(sl, j, g->s);
+    seg_ptr *sp = seg_ptr_of(sl, j, g);
     if (!sp)
         return TW_ENOMEM;
     /* Acquire: as in tw__slot_entry. */
@@ -204,16 +204,20 @@ static int ensure_room(tw_slot *sl, tw_seg_guard *g, uint32_t cap, uint32_t pos,
         *entry = &have[off];
         return TW_OK;
     }
-    _Atomic uint64_t *seg = tw__seg_alloc(g->s, seg_bytes(cap, j), j > 0);
+    _Atomic uint64_t *seg = tw__seg_alloc(g, seg_bytes(cap, j), j > 0);
     if (!seg)
         return TW_ENOMEM;
+    TW_INJECT(TW_INJ_SEG_INSTALL);
     /* Release publishes the zeroed segment; acquire on failure reads the
      * winner's, and the loser frees its copy (never published). */
     if (atomic_compare_exchange_strong_explicit(sp, &have, seg, memory_order_acq_rel,
                                                 memory_order_acquire)) {
         have = seg;
     } else {
-        tw__seg_free(g->s, seg, seg_bytes(cap, j), j > 0);
+        if (j > 0)
+            tw__seg_unused(g, seg, seg_bytes(cap, j));
+        else
+            tw__seg_free(g->s, seg, seg_bytes(cap, j), false); /* seen by nobody */
     }
     *entry = &have[off];
     return TW_OK;
@@ -480,7 +484,19 @@ void tw__slot_detach(tw_slot *sl, uint32_t cap, tw_segs *g)
     tw__seg_retire(g, o, sizeof *o, true);
 }
 
-void tw__slot_table_free(tw_service *s, void *table)
+/* A counted segment nobody can reach: to the cache (`recycle`: after a
+ * grace period) or back to the system (tw_destroy). */
+static void give_back(tw_service *s, void *p, size_t bytes, bool recycle)
+{
+    if (!p)
+        return;
+    if (recycle)
+        tw__seg_recycle(s, p, bytes);
+    else
+        tw__seg_free(s, p, bytes, true);
+}
+
+void tw__slot_table_free(tw_service *s, void *table, bool recycle)
 {
     /* Relaxed: the grace period is over; the acquire loads of the readers'
      * counts ordered every install before this. A segment found here was
@@ -490,9 +506,9 @@ void tw__slot_table_free(tw_service *s, void *table)
     for (uint32_t j = TW_SLOT_NEAR; j < TW_SLOT_SEGS; j++) {
         _Atomic uint64_t *seg = atomic_load_explicit(&o->seg[j - TW_SLOT_NEAR],
                                                      memory_order_relaxed);
-        tw__seg_free(s, seg, seg_bytes(1, j), true); /* overflow sizes do not depend on cap */
+        give_back(s, seg, seg_bytes(1, j), recycle); /* overflow sizes do not depend on cap */
     }
-    tw__seg_free(s, o, sizeof *o, true);
+    give_back(s, o, sizeof *o, recycle);
 }
 
 void tw__slot_fini(tw_service *s, tw_slot *sl, uint32_t cap)
@@ -504,5 +520,5 @@ void tw__slot_fini(tw_service *s, tw_slot *sl, uint32_t cap)
                      seg_bytes(cap, j), j > 0);
     tw_overflow *o = atomic_exchange_explicit(&sl->ovf, NULL, memory_order_relaxed);
     if (o)
-        tw__slot_table_free(s, o);
+        tw__slot_table_free(s, o, false);
 }

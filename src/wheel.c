@@ -151,7 +151,8 @@ static size_t slot_bytes(const tw_wheel *w)
  * slots) each of those lines crosses between the cores (~200 ns here,
  * bench/floor.c) on most placements. With a lane per CPU, producers on one
  * CPU never run at once, so a lane's lines stay in that core's cache; the
- * drain takes every lane of a slot. Segments come from malloc, whose
+ * drain takes every lane of a slot. Segments come from malloc (or the
+ * cache of freed ones, segments.c), whose
  * per-thread arenas keep two producers' segments apart (with one shared
  * bump arena, both cores faulted in and wrote the same huge pages and
  * bumped one counter: WL1 P=2 20-21M -> 23-31M ops/s with one per lane). */
@@ -190,6 +191,7 @@ int tw__wheel_init(tw_wheel *w, uint32_t nslots, uint32_t cap)
     w->segs.keep_min = tw__seg_keep_min_override ? tw__seg_keep_min_override
                                                  : TW_SEG_KEEP_MIN;
     atomic_init(&w->segs.phase, 0);
+    tw__seg_cache_init(&w->segs);
     /* Zero pages: a slot's header is all zeros until it is first used
      * (epoch 0: its first round, slots.c), so an idle wheel costs no memory
      * for its slots, however many. */

@@ -141,12 +141,14 @@ int main(int argc, char **argv)
     }
     tw_stats st;
     tw_stats_get(g_s, &st);
+    uint64_t lost = tw__rare_total(g_s, TW_RARE_SEG_LOST);
     if (tw_stop(g_s, on_pending) != TW_OK)
         st_fail("tw_stop");
     tw_destroy(g_s);
     uint64_t fired = atomic_load(&g_fired), dropped = atomic_load(&g_dropped);
     printf("planted_early_free: %" PRIu64 " armed, %" PRIu64 " fired, %" PRIu64
-           " dropped at stop; %" PRIu64 " overflowed\n", armed, fired, dropped, st.overflowed);
+           " dropped at stop; %" PRIu64 " overflowed; %" PRIu64 " segment installs lost\n",
+           armed, fired, dropped, st.overflowed, lost);
     if (fired + dropped != armed)
         st_fail("%" PRIu64 " armed, but %" PRIu64 " fired + %" PRIu64 " dropped", armed, fired,
                 dropped);

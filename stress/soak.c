@@ -32,7 +32,9 @@
  * the end; the end may be at most 10% above it, plus the warm-up the
  * wheel's bounds allow (compaction's slack, the kept segments; not checked under
  * sanitizers, whose shadow memory and quarantine make RSS meaningless).
- * Prints operations per second and the RSS readings.
+ * Prints operations per second and the RSS readings, with what makes
+ * them up: the library's overflow segments (in use and cached), records
+ * and slot headers, and glibc's bytes in use and freed but kept.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -306,6 +308,18 @@ static uint64_t malloc_in_use_kb(void)
 #endif
 }
 
+/* Bytes glibc holds free in its heaps (freed by the program, kept by the
+ * allocator), in KB; 0 elsewhere. */
+static uint64_t malloc_free_kept_kb(void)
+{
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
+    struct mallinfo2 mi = mallinfo2();
+    return (uint64_t)mi.fordblks / 1024;
+#else
+    return 0;
+#endif
+}
+
 /* Resident KB of the wheel's slot headers: a zero-page mapping whose
  * pages become memory as slots are first written (wheel.c), up to
  * levels x slots x lanes x 64 bytes; from /proc/self/smaps, 0 if absent. */
@@ -363,17 +377,20 @@ int main(int argc, char **argv)
     st_sleep_ns((uint64_t)(seconds * 1e8));
     double rss_tenth = st_rss_mb();
     uint64_t seg_tenth = tw__seg_held_bytes(g_s), rec_tenth = records_made(g_s);
-    uint64_t mall_tenth = malloc_in_use_kb();
+    uint64_t cache_tenth = tw__seg_cached_bytes(g_s);
+    uint64_t mall_tenth = malloc_in_use_kb(), kept_tenth = malloc_free_kept_kb();
     uint64_t slots_tenth = slot_rss_kb(g_s);
     printf("soak: RSS after a tenth: %.1f MB (the library's: %" PRIu64 " KB of overflow "
-           "segments, %" PRIu64 " records, %" PRIu64 " KB of slot headers; malloc'd in use: %"
-           PRIu64 " KB)\n", rss_tenth, seg_tenth / 1024, rec_tenth, slots_tenth, mall_tenth);
+           "segments and %" PRIu64 " KB cached, %" PRIu64 " records, %" PRIu64 " KB of slot headers; malloc'd in use: %"
+           PRIu64 " KB, freed and kept by malloc: %" PRIu64 " KB)\n", rss_tenth, seg_tenth / 1024,
+           cache_tenth / 1024, rec_tenth, slots_tenth, mall_tenth, kept_tenth);
     fflush(stdout);
     for (uint64_t i = 0; i < np; i++)
         pthread_join(g_p[i].th, NULL);
     double rss_end = st_rss_mb();
     uint64_t seg_end = tw__seg_held_bytes(g_s), rec_end = records_made(g_s);
-    uint64_t mall_end = malloc_in_use_kb();
+    uint64_t cache_end = tw__seg_cached_bytes(g_s);
+    uint64_t mall_end = malloc_in_use_kb(), kept_end = malloc_free_kept_kb();
     uint64_t slots_end = slot_rss_kb(g_s);
     uint64_t t1 = st_mono_ns();
     tw_stats before;
@@ -419,17 +436,27 @@ int main(int argc, char **argv)
     printf("soak: at the end %" PRIu64 " pending, %" PRIu64 " slot entries; RSS %.1f MB after "
            "a tenth, %.1f MB at the end (%+.1f%%)\n", before.pending, entries, rss_tenth,
            rss_end, (rss_end / rss_tenth - 1) * 100);
-    printf("soak: the library's at the end: %" PRIu64 " KB of overflow segments, %" PRIu64
-           " records, %" PRIu64 " KB of slot headers; malloc'd in use: %" PRIu64 " KB\n",
-           seg_end / 1024, rec_end, slots_end, mall_end);
+    printf("soak: the library's at the end: %" PRIu64 " KB of overflow segments and %" PRIu64
+           " KB cached, %" PRIu64 " records, %" PRIu64 " KB of slot headers; malloc'd in use: %"
+           PRIu64 " KB, freed and kept by malloc: %" PRIu64 " KB\n", seg_end / 1024,
+           cache_end / 1024, rec_end, slots_end, mall_end, kept_end);
+    uint64_t reused = tw__seg_reused(g_s);
+    printf("soak: %" PRIu64 " segments taken again from the cache, %" PRIu64
+           " installs lost\n", reused, tw__rare_total(g_s, TW_RARE_SEG_LOST));
+    /* Drains free segments all the time here: producers must be taking
+     * them back (segments.c), or this soak does not test the cache. */
+    if (reused == 0)
+        st_fail("no segment was taken from the cache");
 #ifndef SOAK_SANITIZED
     /* Entries left behind by cancelled and moved timers may reach twice
      * the pending timers plus compaction's slack (wheel.c), in segments
      * that double (16 bytes an entry), and the wheel keeps up to
-     * TW_SEG_KEEP_MIN of drained slots' segments (segments.c): a bounded
+     * TW_SEG_KEEP_MIN of drained slots' segments and a cache of freed
+     * ones that may fill to TW_SEG_CACHE_MIN (segments.c): a bounded
      * warm-up, reached over the first minute, that a small resident set
      * (10 MB here) cannot absorb in its 10%. */
-    double warm_mb = ((double)g_s->wheel.compact_slack * 16.0 + TW_SEG_KEEP_MIN) / 1e6;
+    double warm_mb = ((double)g_s->wheel.compact_slack * 16.0 + TW_SEG_KEEP_MIN +
+                      TW_SEG_CACHE_MIN) / 1e6;
     printf("soak: RSS allowed at the end: %.1f MB (10%% + %.1f MB of warm-up)\n",
            rss_tenth * 1.10 + warm_mb, warm_mb);
     if (rss_end > rss_tenth * 1.10 + warm_mb)

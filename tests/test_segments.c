@@ -2,8 +2,9 @@
  * timer in overflow segments fires once; a drained slot gives its overflow
  * segments back after a grace period, so a wheel turned by bursts holds
  * what its pending timers need, not every slot's largest burst; a reader
- * inside delays the frees, and a stalled one bounds what waits; out of
- * memory is TW_ENOMEM. */
+ * inside delays the frees, and a stalled one bounds what waits; freed
+ * segments are taken again from a bounded cache; out of memory is
+ * TW_ENOMEM. */
 #include "tw_test.h"
 
 #include <stdlib.h>
@@ -290,6 +291,128 @@ static void idle_cursor_frees_a_burst(void **state)
     tw_destroy(s);
 }
 
+/* ---- the cache of freed segments ---------------------------------------------- */
+
+static uint64_t cached(tw_service *s)
+{
+    return tw__seg_cached_bytes(s);
+}
+
+/* A burst's segments, once past their grace period, wait in the cache
+ * (within its 1 MiB minimum), and the next burst of the same shape takes
+ * every one of them back: the cache and the segments in use together hold
+ * exactly what the first burst made, so nothing new was allocated. 8000
+ * timers need segments of 64 .. 4096 entries, all under the 64 KiB of the
+ * mapped ones (those go back to the system). */
+static void freed_segments_are_taken_again_from_the_cache(void **state)
+{
+    (void)state;
+    enum { N = 8000 };
+    tw_service *s = strict_service(256);
+    arm_burst(s, N, 5 * T_MS);
+    uint64_t burst = held(s);
+    assert_int_equal(cached(s), 0);
+    ADVANCE(s, 6 * T_MS);
+    ADVANCE(s, 7 * T_MS);
+    assert_int_equal(held(s), 0);
+    if (cached(s) != burst)
+        fail_msg("%" PRIu64 " bytes cached after a burst of %" PRIu64 " was freed", cached(s),
+                 burst);
+    arm_burst(s, N, 5 * T_MS);
+    printf("cache: a burst of %" PRIu64 " bytes freed into it; the same burst again holds %"
+           PRIu64 ", %" PRIu64 " left in the cache\n", burst, held(s), cached(s));
+    if (held(s) != burst || cached(s) != 0)
+        fail_msg("the second burst made new segments: %" PRIu64 " held, %" PRIu64 " cached",
+                 held(s), cached(s));
+    ADVANCE(s, 13 * T_MS);
+    ADVANCE(s, 14 * T_MS);
+    tw_stats st;
+    t_stats(s, &st);
+    assert_int_equal(st.fired, 2 * N);
+    tw_destroy(s);
+}
+
+/* The cache holds at most its minimum or the overflow bytes in use, the
+ * larger: many slots' bursts fill it as far as the segments in use
+ * allow, and once the wheel has drained them all it gives back what is
+ * past twice its minimum (lowered here to 64 KiB). */
+static void cache_is_bounded_by_what_is_in_use(void **state)
+{
+    (void)state;
+    enum { SLOTS = 256, B = 2000 };
+    const uint64_t min = 64 * 1024;
+    tw__seg_cache_min_override = min;
+    tw_service *s = strict_service(SLOTS);
+    tw__seg_cache_min_override = 0;
+    for (int i = 0; i < SLOTS / 2; i++)
+        arm_burst(s, B, (uint64_t)(2 + i) * T_MS);
+    uint64_t in_use = held(s), most = 0;
+    for (int r = 0; r < SLOTS; r++) {
+        ASSERT_RC(tw_advance(s, tw_now(s) + T_MS), TW_OK);
+        uint64_t c = cached(s);
+        most = c > most ? c : most;
+        /* The allowance is read at each step's start, so within a step
+         * the cache may hold more than what is in use by then; never more
+         * than the bursts' memory. */
+        if (c > in_use)
+            fail_msg("%" PRIu64 " bytes cached, more than the %" PRIu64 " ever in use", c,
+                     in_use);
+    }
+    uint64_t end = cached(s);
+    printf("cache: %" PRIu64 " bytes of bursts in use, at most %" PRIu64 " cached, %" PRIu64
+           " at the end (minimum %" PRIu64 ")\n", in_use, most, end, min);
+    if (most <= 2 * min)
+        fail_msg("the cache never went past twice its minimum (%" PRIu64 "): nothing to give "
+                 "back", most);
+    if (end > 2 * min)
+        fail_msg("%" PRIu64 " bytes still cached once nothing was in use (minimum %" PRIu64 ")",
+                 end, min);
+    assert_int_equal(held(s), 0);
+    assert_int_equal(s->wheel.segs.waiting_bytes, 0);
+    tw_destroy(s);
+}
+
+/* A segment a producer made and could not install (another producer's
+ * install won the race) is neither freed nor cached at once: it may have
+ * come from the cache, where a popper that lost it may still read its
+ * link. It is retired and reaches the cache after the grace steps, and a
+ * reader inside holds it back like any detached segment. */
+static void uninstalled_segment_waits_a_grace_period(void **state)
+{
+    (void)state;
+    tw_service *s = strict_service(64);
+    tw_seg_guard g = TW_SEG_GUARD(s);
+    tw__seg_enter(&g);
+    void *seg = tw__seg_alloc(&g, 4096, true);
+    assert_non_null(seg);
+    assert_int_equal(held(s), 4096);
+    tw__seg_unused(&g, seg, 4096);
+    ADVANCE(s, 1 * T_MS);
+    ADVANCE(s, 2 * T_MS);
+    ADVANCE(s, 3 * T_MS);
+    if (held(s) != 4096 || cached(s) != 0)
+        fail_msg("recycled with a reader inside: %" PRIu64 " held, %" PRIu64 " cached",
+                 held(s), cached(s));
+    assert_int_equal(s->wheel.segs.waiting_bytes, 4096);
+    tw__seg_done(&g);
+    ADVANCE(s, 4 * T_MS);
+    ADVANCE(s, 5 * T_MS);
+    assert_int_equal(held(s), 0);
+    assert_int_equal(cached(s), 4096);
+    assert_int_equal(s->wheel.segs.waiting_bytes, 0);
+    /* And it is what the next producer needing that size gets, zeroed. */
+    tw__seg_enter(&g);
+    _Atomic uint64_t *again = tw__seg_alloc(&g, 4096, true);
+    tw__seg_done(&g);
+    assert_ptr_equal(again, seg);
+    for (int i = 0; i < 4096 / 8; i++)
+        assert_int_equal(atomic_load(&again[i]), 0);
+    assert_int_equal(cached(s), 0);
+    tw__seg_free(s, again, 4096, true);
+    assert_int_equal(held(s), 0);
+    tw_destroy(s);
+}
+
 /* Out of address space (RLIMIT_AS, in a child): tw_schedule answers
  * TW_ENOMEM for a timer that needs a new segment, at once, and the
  * service stays consistent. Sanitizers reserve terabytes of
@@ -365,6 +488,9 @@ int main(void)
         cmocka_unit_test(reader_inside_delays_the_free),
         cmocka_unit_test(stalled_reader_bounds_what_waits),
         cmocka_unit_test(idle_cursor_frees_a_burst),
+        cmocka_unit_test(freed_segments_are_taken_again_from_the_cache),
+        cmocka_unit_test(cache_is_bounded_by_what_is_in_use),
+        cmocka_unit_test(uninstalled_segment_waits_a_grace_period),
         cmocka_unit_test(out_of_memory_is_enomem_not_a_hang),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
