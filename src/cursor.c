@@ -187,6 +187,13 @@ static void cursor_sleep(tw_service *s, uint64_t cur)
         uint64_t soon = cur + 1 + TW_RETIRE_POLL_NS / s->cfg.tick_ns;
         w = w < soon ? w : soon;
     }
+    uint64_t trim_at;
+    if (tw__wheel_trim(s, &trim_at)) {
+        /* A burst's lists and batches are given back a period or two
+         * after it (wheel.c): come back for them, then sleep for good. */
+        uint64_t then = tw__tick_floor(s, trim_at - s->origin) + 1;
+        w = w < then ? w : then;
+    }
     if (may_prefault(s, cur, w)) {
         tw__rec_prefault(&s->rec); /* one step; the loop plans again */
         return;

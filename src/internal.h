@@ -30,7 +30,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <urcu/lfstack.h>
 #include <urcu/wfcqueue.h>
 
 /* CAS retry back-off (Concurrency Kit): exponential, capped at 4095 spins.
@@ -320,11 +319,17 @@ extern bool tw__seg_plant_no_grace; /* stress/planted_early_free.c only */
 #define TW_SEG_CACHE_MIN (1u << 20) /* the cache may hold this much, or as
                                        much as the overflow segments in use */
 extern uint64_t tw__seg_cache_min_override; /* tests: 0 = TW_SEG_CACHE_MIN */
+/* A node of the cache's stacks: a free segment's first word (segments.c). */
+typedef struct tw_seg_node {
+    _Atomic(struct tw_seg_node *) next;
+} tw_seg_node;
+typedef _Atomic(tw_seg_node *) tw_seg_stack;
+
 typedef struct tw_seg_cache {
-    struct __cds_lfs_stack head[TW_SEG_CACHE_CLASSES] TW_ALIGNED; /* pushed by
-                                     the drainer, popped by producers */
+    tw_seg_stack head[TW_SEG_CACHE_CLASSES] TW_ALIGNED; /* pushed by the
+                                     drainer, popped by producers */
     _Atomic uint64_t bytes TW_ALIGNED; /* in the stacks, or just popped */
-    struct __cds_lfs_stack unused;      /* segments producers made and could not
+    tw_seg_stack unused;                /* segments producers made and could not
                                            install, for the drainer to retire */
     uint64_t min;                       /* TW_SEG_CACHE_MIN (tests: override) */
     uint64_t allow;                     /* drainer: max(min, overflow bytes in use
@@ -469,10 +474,22 @@ bool tw__slot_publish(_Atomic uint64_t *entry, uint64_t round, uint64_t value);
 typedef struct tw_vec {
     uint64_t *v;
     size_t n, cap;
+    size_t peak;      /* the most held since the last trim (tw__vec_clear) */
+    size_t peak_prev; /* ... and in the trim period before */
 } tw_vec;
 void tw__vec_push(tw_vec *vec, uint64_t x);
 void tw__vec_reserve(tw_vec *vec, size_t n); /* aborts on OOM (drainer) */
+void tw__vec_note(tw_vec *vec);              /* the peak noted, before n drops */
+void tw__vec_clear(tw_vec *vec);             /* n = 0, the peak noted */
+/* Trim period's end: give back capacity past TW_VEC_KEEP entries that
+ * neither this period nor the last one needed (a quarter of it or less). */
+void tw__vec_trim(tw_vec *vec);
+/* True while the list holds more than it keeps and is not using it. */
+bool tw__vec_above_keep(const tw_vec *vec);
 void tw__vec_free(tw_vec *vec);
+#define TW_VEC_KEEP 8192u /* entries (64 KiB) a drainer's list always keeps */
+#define TW_TRIM_PERIOD_NS (1000u * 1000u * 1000u) /* lists and batches: slots.c, tw__vec_trim */
+extern uint64_t tw__trim_period_override; /* tests: 0 = TW_TRIM_PERIOD_NS */
 /* The drain in three steps, so that a large slot can be taken a chunk at
  * a time (wheel.c, bursts): close (returns the final count), take
  * positions [from, to) (published values to out, tombstones left), reopen
@@ -558,6 +575,9 @@ typedef struct tw_wheel {
     tw_vec due;              /* (key, handle) pairs claimed in this step */
     tw_vec spare;            /* order_due's scratch, swapped with due */
     uint32_t *counts;        /* order_due's histogram, TW_ORDER_SPAN entries */
+    uint64_t trim_at;        /* service clock: the next trim of the lists and the
+                                workers' batches (tw__wheel_trim) */
+    uint64_t trim_period;    /* TW_TRIM_PERIOD_NS (tests: tw__trim_period_override) */
     tw_segs segs;            /* detached segments on their way to free (segments.c) */
 } tw_wheel;
 
@@ -591,6 +611,11 @@ void tw__wheel_claim_early(tw_service *s, uint64_t T);
  * entries than twice the pending timers plus compact_slack. True if
  * it is still over after this round (call again soon). */
 bool tw__wheel_maintain(tw_service *s);
+/* Drainer: at each trim period's end, give back what a burst grew and the
+ * last two periods did not need (the lists, the workers' spare batches).
+ * True while something is still above what it keeps: the idle cursor
+ * comes back at *at (the service clock) to look again. */
+bool tw__wheel_trim(tw_service *s, uint64_t *at);
 /* Entries the wheel holds, from the reservation counts (drainer only). */
 uint64_t tw__wheel_entries_estimate(tw_service *s);
 /* A tick at or before the due tick of every pending timer (UINT64_MAX:
@@ -673,6 +698,11 @@ typedef struct tw_pool {
     struct cds_wfcq_tail tail;
     struct cds_wfcq_head spare_head; /* run batches, back for reuse: workers */
     struct cds_wfcq_tail spare_tail; /* enqueue, the drainer alone dequeues */
+    _Atomic uint64_t made;       /* batches allocated, not yet freed: the drainer
+                                    writes, tests read */
+    size_t step_handed;          /* drainer: batches handed out in this step */
+    size_t peak, peak_prev;      /* drainer: the most handed out in one step,
+                                    this trim period and the one before */
     _Atomic int32_t work_seq;    /* futex word: bumped on every enqueue */
     _Atomic uint32_t sleepers;   /* workers in (or going into) futex_wait */
     _Atomic bool quit;
@@ -696,6 +726,11 @@ void tw__deliver_early(tw_service *s);
 int  tw__pool_start(tw_service *s, uint32_t nthreads);
 void tw__pool_quit(tw_service *s);
 void tw__pool_fini(tw_service *s);  /* tw_destroy: what tw__pool_quit keeps */
+/* Drainer, at a trim period's end: free spare batches past what the last
+ * two periods' largest step needed. */
+void tw__pool_trim(tw_service *s);
+bool tw__pool_above_keep(tw_service *s); /* more batches made than kept */
+#define TW_BATCH_KEEP 64u /* spare batches (132 KiB) always kept */
 /* Wait until timer h is not running (spin, then sleep). */
 void tw__wait_not_running(tw_service *s, tw_record *rec, uint32_t gen);
 /* Periodic: compute and arm the next run after the run that was due at

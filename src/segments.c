@@ -70,7 +70,7 @@
  * minute (the soak's "freed and kept by malloc": 1.6 -> 2.1 MB in
  * 120 s, the RSS with it, while the memory in use stayed flat). So what
  * the drainer frees after the grace period goes to a cache, one
- * lock-free stack (liburcu's lfstack) per size class under 64 KiB, and
+ * lock-free stack per size class under 64 KiB, and
  * producers take from it before they allocate (the same run: 38
  * allocations and no frees in 14 s, malloc's kept memory flat; WL1, WL2
  * and WL5 ran as fast as before, pair-ratio medians 0.98-1.03).
@@ -80,8 +80,8 @@
  *     segments in use shrink (a burst has run), a cache past twice its
  *     allowance gives the excess back (trim_cache), so the cache never
  *     keeps much more than the wheel needs now.
- *   - Pops are safe by the grace period (liburcu's rule for
- *     __cds_lfs_pop: pop inside a read-side section, push a node again
+ *   - Pops are safe by the grace period (the rule liburcu gives for its
+ *     lfstack's pop: pop inside a read-side section, push a node again
  *     only after a grace period): a producer pops only inside its
  *     tw_seg_guard (it is placing into an overflow position), and a
  *     segment reaches a stack only from a retire list, past two steps.
@@ -95,6 +95,11 @@
  *     its copy, which may have come from the cache: it hands it to the
  *     drainer on a second stack (tw__seg_unused), and the drainer retires
  *     it like a detached one.
+ *   - Why not liburcu's lfstack, which is this stack: its inline push
+ *     stores &head->node with head NULL when the stack is empty (and its
+ *     for_each does the same), member access through a null pointer that
+ *     our UBSan build reports and stops on. The stack below is the same
+ *     Treiber stack in C11 atomics, which TSan also sees as they are.
  *   - The cache is not in tw__seg_held_bytes (the slots' budget counts
  *     what slots hold); tw__seg_cached_bytes reads it.
  *
@@ -159,6 +164,51 @@ static void count_made(tw_service *s, int64_t bytes)
 
 uint64_t tw__seg_cache_min_override; /* tests (test_segments.c) */
 
+/* The stacks (see the top for why they are safe, and why our own). */
+static void stack_push(tw_seg_stack *st, tw_seg_node *n)
+{
+    /* Relaxed: the CAS below publishes. */
+    tw_seg_node *h = atomic_load_explicit(st, memory_order_relaxed);
+    do {
+        /* Relaxed: n is ours until the CAS; a stale popper may load this
+         * word (atomically) only if n was popped under it, see the top. */
+        atomic_store_explicit(&n->next, h, memory_order_relaxed);
+        /* Release: a popper that takes n (acquire) sees its link and what
+         * the drainer did to the segment before. */
+    } while (!atomic_compare_exchange_weak_explicit(st, &h, n, memory_order_release,
+                                                    memory_order_relaxed));
+}
+
+/* Only inside a tw_seg_guard (the top: no ABA, no free under the load). */
+static tw_seg_node *stack_pop(tw_seg_stack *st)
+{
+    /* Acquire: pairs with the push's release; we read the node's link. */
+    tw_seg_node *h = atomic_load_explicit(st, memory_order_acquire);
+    while (h) {
+        /* Relaxed: ordered by the acquire that gave us h; if another
+         * popper took h meanwhile, the CAS below fails. */
+        tw_seg_node *next = atomic_load_explicit(&h->next, memory_order_relaxed);
+        /* Acquire on failure: the new head's link, as above. */
+        if (atomic_compare_exchange_weak_explicit(st, &h, next, memory_order_acquire,
+                                                  memory_order_acquire))
+            return h;
+    }
+    return NULL;
+}
+
+/* The whole stack as a chain: needs no guard (nothing is compared with a
+ * stale head). Acquire: every node's link, pushed with release. */
+static tw_seg_node *stack_take_all(tw_seg_stack *st)
+{
+    return atomic_exchange_explicit(st, NULL, memory_order_acquire);
+}
+
+static tw_seg_node *chain_next(tw_seg_node *n)
+{
+    /* Relaxed: the chain is ours (stack_take_all's acquire). */
+    return atomic_load_explicit(&n->next, memory_order_relaxed);
+}
+
 /* The stack a segment of `bytes` goes to, or -1: mapped ones (back to the
  * system) and any size that is not an overflow segment's or table's. */
 static int cache_class(size_t bytes)
@@ -179,15 +229,15 @@ static size_t class_bytes(int c)
 void tw__seg_cache_init(tw_segs *g)
 {
     for (int c = 0; c < TW_SEG_CACHE_CLASSES; c++)
-        __cds_lfs_init(&g->cache.head[c]);
-    __cds_lfs_init(&g->cache.unused);
+        atomic_init(&g->cache.head[c], NULL);
+    atomic_init(&g->cache.unused, NULL);
     atomic_init(&g->cache.bytes, 0);
     g->cache.min = tw__seg_cache_min_override ? tw__seg_cache_min_override : TW_SEG_CACHE_MIN;
     g->cache.allow = g->cache.min;
 }
 
 /* A producer inside its guard takes a segment from the cache, zeroed.
- * Why the guard makes the pop safe (liburcu's rule for __cds_lfs_pop:
+ * Why the guard makes the pop safe (liburcu's rule for its lfstack's pop:
  * pop inside an RCU read-side section, and push a node again only after a
  * grace period): a popper that has read the head X and then X's link may
  * lose X to another producer, which uses it as a segment; X can only come
@@ -201,7 +251,7 @@ static void *cache_pop(tw_seg_guard *g, size_t bytes)
     if (c < 0)
         return NULL;
     tw_seg_cache *k = &g->s->wheel.segs.cache;
-    struct cds_lfs_node *n = __cds_lfs_pop(&k->head[c]);
+    tw_seg_node *n = stack_pop(&k->head[c]);
     if (!n)
         return NULL;
     /* Relaxed: a bound the drainer checks; it only ever overestimates (we
@@ -229,7 +279,7 @@ void tw__seg_recycle(tw_service *s, void *p, size_t bytes)
     count_made(s, -(int64_t)bytes);
     /* Relaxed: see cache_pop; the push's CAS publishes the node. */
     atomic_fetch_add_explicit(&k->bytes, bytes, memory_order_relaxed);
-    cds_lfs_push(&k->head[c], (struct cds_lfs_node *)p);
+    stack_push(&k->head[c], p);
 }
 
 uint64_t tw__seg_reused(tw_service *s)
@@ -249,7 +299,7 @@ uint64_t tw__seg_cached_bytes(tw_service *s)
  * and table has room for three words. */
 typedef struct unused_seg {
     _Atomic uint64_t first;
-    struct cds_lfs_node node;
+    tw_seg_node node;
     size_t bytes;
 } unused_seg;
 _Static_assert(sizeof(unused_seg) <= sizeof(tw_overflow), "an unused table holds its header");
@@ -262,23 +312,24 @@ void tw__seg_unused(tw_seg_guard *g, void *p, size_t bytes)
      * any detached segment. The push's CAS publishes `bytes`. */
     unused_seg *u = p;
     u->bytes = bytes;
-    cds_lfs_push(&g->s->wheel.segs.cache.unused, &u->node);
+    stack_push(&g->s->wheel.segs.cache.unused, &u->node);
     tw__count_rare(g->s, TW_RARE_SEG_LOST);
 }
 
 /* tw_destroy: no reader is left. */
 static void cache_fini(tw_service *s)
 {
-    struct cds_lfs_head *h = __cds_lfs_pop_all(&s->wheel.segs.cache.unused);
-    struct cds_lfs_node *n, *next;
-    cds_lfs_for_each_safe(h, n, next) {
+    tw_seg_node *n, *next;
+    for (n = stack_take_all(&s->wheel.segs.cache.unused); n; n = next) {
+        next = chain_next(n);
         unused_seg *u = caa_container_of(n, unused_seg, node);
         tw__seg_free(s, u, u->bytes, true);
     }
     tw_seg_cache *k = &s->wheel.segs.cache;
     for (int c = 0; c < TW_SEG_CACHE_CLASSES; c++) {
         size_t bytes = class_bytes(c);
-        while ((n = __cds_lfs_pop(&k->head[c])) != NULL) {
+        for (n = stack_take_all(&k->head[c]); n; n = next) {
+            next = chain_next(n);
             atomic_fetch_sub_explicit(&k->bytes, bytes, memory_order_relaxed);
             free(n);
         }
@@ -480,18 +531,17 @@ static bool may_begin(tw_service *s)
     return true;
 }
 
-/* Drainer: retire what producers could not install (pop_all needs no
- * read-side section: nothing is compared against a stale head). */
+/* Drainer: retire what producers could not install. */
 static void take_unused(tw_segs *g)
 {
-    struct cds_lfs_head *h = __cds_lfs_pop_all(&g->cache.unused);
-    struct cds_lfs_node *n, *next;
-    cds_lfs_for_each_safe(h, n, next) {
+    tw_seg_node *n, *next;
+    for (n = stack_take_all(&g->cache.unused); n; n = next) {
+        next = chain_next(n);
         unused_seg *u = caa_container_of(n, unused_seg, node);
         if (list_room(&g->fresh, 1))
             tw__seg_retire(g, u, u->bytes, false);
         else
-            cds_lfs_push(&g->cache.unused, n); /* no memory for the list: later */
+            stack_push(&g->cache.unused, n); /* no memory for the list: later */
     }
 }
 
@@ -511,7 +561,7 @@ static void trim_cache(tw_service *s)
     for (int c = TW_SEG_CACHE_CLASSES - 1; c >= 0 && have > g->cache.allow; c--) {
         size_t bytes = class_bytes(c);
         while (have > g->cache.allow && list_room(&g->fresh, 1)) {
-            struct cds_lfs_node *n = __cds_lfs_pop(&g->cache.head[c]);
+            tw_seg_node *n = stack_pop(&g->cache.head[c]);
             if (!n)
                 break;
             /* Relaxed: as in cache_pop. */

@@ -190,6 +190,7 @@ int tw__wheel_init(tw_wheel *w, uint32_t nslots, uint32_t cap)
                                                 : TW_RETIRE_MAX_BYTES;
     w->segs.keep_min = tw__seg_keep_min_override ? tw__seg_keep_min_override
                                                  : TW_SEG_KEEP_MIN;
+    w->trim_period = tw__trim_period_override ? tw__trim_period_override : TW_TRIM_PERIOD_NS;
     atomic_init(&w->segs.phase, 0);
     tw__seg_cache_init(&w->segs);
     /* Zero pages: a slot's header is all zeros until it is first used
@@ -726,6 +727,7 @@ static bool order_by_counting(tw_wheel *w, tw_vec *due)
     tw_vec t = *due;
     *due = *out;
     *out = t;
+    tw__vec_clear(out); /* scratch: its peak is the list's */
     return true;
 }
 
@@ -757,7 +759,7 @@ void tw__wheel_step(tw_service *s, uint64_t T)
      * reopen stores come later, so a producer that sees a reopened slot
      * also sees this cursor. */
     atomic_store_explicit(&w->cur, T, memory_order_release);
-    w->taken.n = 0;
+    tw__vec_clear(&w->taken);
     w->step_min_tick = UINT64_MAX;
     w->due_from = c + 1;
     tw__seg_budget(s);
@@ -802,7 +804,7 @@ static void claim_taken(tw_service *s, uint64_t T, tw_vec *into, uint64_t keep_a
         }
         take_entry(s, w->taken.v[n], T, into, keep_at);
     }
-    w->taken.n = 0;
+    tw__vec_clear(&w->taken);
 }
 
 static void take_entries(tw_service *s, uint64_t T)
@@ -871,7 +873,7 @@ void tw__wheel_claim_early(tw_service *s, uint64_t T)
     uint32_t i = (uint32_t)(T & (w->nslots - 1));
     if (T <= c + 1 || next_epoch_after(w, 0, i, c) != T)
         return; /* the step is next, or the slot is not T's */
-    w->taken.n = 0;
+    tw__vec_clear(&w->taken);
     w->step_min_tick = UINT64_MAX;
     w->due_from = c + 1;
     tw__seg_budget(s);
@@ -908,7 +910,7 @@ static void hand_over_staged(tw_service *s, uint64_t T)
     tw_vec t = w->due; /* empty: each step starts with an empty list */
     w->due = w->staged; /* in order (tw__wheel_claim_early) */
     w->staged = t;
-    w->staged.n = 0;
+    tw__vec_clear(&w->staged);
     tw__deliver_early(s);
 }
 
@@ -976,7 +978,7 @@ static uint32_t compact_one(tw_service *s, uint32_t l, uint32_t i, uint64_t c)
         return 0; /* empty, or the next step drains it */
     uint64_t epoch = next_epoch_after(w, l, i, c);
     uint32_t n = 0;
-    w->taken.n = 0;
+    tw__vec_clear(&w->taken);
     hands_full(w, c + 1);
     occupancy_clear(w, l, i); /* set again by the entries placed back */
     for (uint32_t lane = 0; lane < w->lanes; lane++)
@@ -1016,9 +1018,32 @@ static uint64_t compact_grown(tw_service *s, uint64_t c)
     return done;
 }
 
+uint64_t tw__trim_period_override; /* tests (test_trim.c) */
+
+bool tw__wheel_trim(tw_service *s, uint64_t *at)
+{
+    tw_wheel *w = &s->wheel;
+    tw_vec *lists[] = {&w->taken, &w->due, &w->spare, &w->staged};
+    size_t nlists = sizeof lists / sizeof lists[0];
+    uint64_t now = tw__clock_read(s);
+    if (now >= w->trim_at) {
+        w->trim_at = now + w->trim_period;
+        for (size_t i = 0; i < nlists; i++)
+            tw__vec_trim(lists[i]);
+        tw__pool_trim(s);
+    }
+    *at = w->trim_at;
+    bool above = tw__pool_above_keep(s);
+    for (size_t i = 0; i < nlists && !above; i++)
+        above = tw__vec_above_keep(lists[i]);
+    return above;
+}
+
 bool tw__wheel_maintain(tw_service *s)
 {
     tw_wheel *w = &s->wheel;
+    uint64_t trim_at;
+    (void)tw__wheel_trim(s, &trim_at);
     uint64_t entries = tw__wheel_entries_estimate(s);
     uint64_t pending = tw__pending(s);
     /* Relaxed: only the drainer writes cur. */

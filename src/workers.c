@@ -402,10 +402,24 @@ static void pool_enqueue(tw_service *s, tw_batch *b)
  * one. Workers never free a batch: a free() of the drainer's malloc() from
  * a worker takes the drainer's malloc arena lock, and in a burst the two
  * met there often enough that perf found a worker asleep on that lock for
- * 15% of WL5. The batches of the largest burst stay for reuse (8 bytes
- * per timer of it) until tw_stop. */
+ * 15% of WL5. The drainer frees the spare batches that the last two trim
+ * periods did not need (tw__pool_trim): a burst's batches (8 bytes per
+ * timer of it) stay while bursts like it come back, not for the
+ * service's life. */
+/* Relaxed: the drainer is the only writer; tests read a statistic. */
+static uint64_t made_of(tw_pool *p)
+{
+    return atomic_load_explicit(&p->made, memory_order_relaxed);
+}
+
+static void made_add(tw_pool *p, int64_t d)
+{
+    atomic_store_explicit(&p->made, made_of(p) + (uint64_t)d, memory_order_relaxed);
+}
+
 static tw_batch *batch_get(tw_pool *p)
 {
+    p->step_handed++;
     /* The double-underscore dequeue leaves mutual exclusion among dequeuers
      * to us: only the drainer (one thread at a time) takes spare batches. */
     struct cds_wfcq_node *node = __cds_wfcq_dequeue_blocking(&p->spare_head, &p->spare_tail);
@@ -415,8 +429,41 @@ static tw_batch *batch_get(tw_pool *p)
     if (b) {
         atomic_init(&b->lo, 0);
         atomic_init(&b->take, 0);
+        made_add(p, 1);
     }
     return b;
+}
+
+void tw__pool_trim(tw_service *s)
+{
+    tw_pool *p = &s->pool;
+    size_t need = p->peak > p->peak_prev ? p->peak : p->peak_prev;
+    p->peak_prev = p->peak;
+    p->peak = 0;
+    uint64_t keep = 2 * need > TW_BATCH_KEEP ? 2 * need : TW_BATCH_KEEP;
+    while (made_of(p) > keep) {
+        /* As in batch_get: the drainer alone dequeues spare batches. The
+         * rest are still being run; a later trim finds them back. */
+        struct cds_wfcq_node *node =
+            __cds_wfcq_dequeue_blocking(&p->spare_head, &p->spare_tail);
+        if (!node)
+            break;
+        free(caa_container_of(node, tw_batch, node)); /* ours: no arena lock met */
+        made_add(p, -1);
+    }
+}
+
+bool tw__pool_above_keep(tw_service *s)
+{
+    return made_of(&s->pool) > TW_BATCH_KEEP;
+}
+
+/* The end of a step's deliveries: its batches count towards the peak. */
+static void step_delivered(tw_pool *p)
+{
+    if (p->step_handed > p->peak)
+        p->peak = p->step_handed;
+    p->step_handed = 0;
 }
 
 /* Fill b with n handles from the due pairs: a new generation, so that a
@@ -675,7 +722,7 @@ void tw__deliver(tw_service *s)
     size_t n = due->n / 2;
     if (s->pool.nthreads == 0) {
         run_inline(s, due->v, n);
-        due->n = 0;
+        tw__vec_clear(due);
         return;
     }
     size_t per = batch_size(s, n);
@@ -690,7 +737,8 @@ void tw__deliver(tw_service *s)
         }
         i += take;
     }
-    due->n = 0;
+    tw__vec_clear(due);
+    step_delivered(&s->pool);
 }
 
 void tw__deliver_early(tw_service *s)
@@ -706,6 +754,7 @@ void tw__deliver_early(tw_service *s)
         pool_enqueue(s, b);
         i += take;
     }
+    tw__vec_note(due);
     memmove(due->v, due->v + 2 * i, (n - i) * 2 * sizeof *due->v);
     due->n = 2 * (n - i);
 }
@@ -750,6 +799,7 @@ int tw__pool_start(tw_service *s, uint32_t nthreads)
     tw_pool *p = &s->pool;
     cds_wfcq_init(&p->head, &p->tail);
     cds_wfcq_init(&p->spare_head, &p->spare_tail);
+    atomic_init(&p->made, 0);
     atomic_init(&p->work_seq, 0);
     atomic_init(&p->sleepers, 0);
     atomic_init(&p->quit, false);
@@ -796,6 +846,7 @@ void tw__pool_quit(tw_service *s)
     for (struct cds_wfcq_node *node;
          (node = __cds_wfcq_dequeue_blocking(&p->spare_head, &p->spare_tail));)
         free(caa_container_of(node, tw_batch, node));
+    atomic_store_explicit(&p->made, 0, memory_order_relaxed); /* tw_stop: alone */
     free(p->threads);
     p->threads = NULL;
     cds_wfcq_destroy(&p->head, &p->tail);

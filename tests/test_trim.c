@@ -1,0 +1,179 @@
+/* test_trim.c: what a burst grows beyond the slots (the drainer's lists,
+ * the workers' batches) is given back once bursts like it stop coming
+ * (wheel.c tw__wheel_trim, workers.c tw__pool_trim): a server that saw one
+ * burst of a million timers does not keep tens of MB for its life, and a
+ * burst that comes back every period keeps its memory (no reallocation per
+ * burst). The trim period is lowered to 100 ms here. */
+#include "tw_test.h"
+
+#include <stdlib.h>
+
+#define PERIOD (100 * T_MS)
+
+static void arm_burst_at(tw_service *s, int n, uint64_t at)
+{
+    for (int i = 0; i < n; i++) {
+        tw_timer h;
+        ASSERT_RC(tw_schedule_at(s, at, t_noop, NULL, &h), TW_OK);
+    }
+}
+
+static tw_service *manual_service(void)
+{
+    tw__trim_period_override = PERIOD;
+    tw_service *s = t_service(T_MS, 256, 16);
+    tw__trim_period_override = 0;
+    return s;
+}
+
+/* The four lists' capacity, in entries. */
+static size_t lists_cap(const tw_service *s)
+{
+    const tw_wheel *w = &s->wheel;
+    return w->taken.cap + w->due.cap + w->spare.cap + w->staged.cap;
+}
+
+static void assert_lists_kept_small(const tw_service *s)
+{
+    const tw_wheel *w = &s->wheel;
+    const tw_vec *v[] = {&w->taken, &w->due, &w->spare, &w->staged};
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        if (v[i]->cap > TW_VEC_KEEP)
+            fail_msg("list %zu keeps %zu entries (at most %u once idle)", i, v[i]->cap,
+                     TW_VEC_KEEP);
+    }
+}
+
+/* Idle ticks: tw__check once at the end, not at each (sanitizers). */
+static uint64_t advance_ms(tw_service *s, uint64_t ms)
+{
+    for (uint64_t i = 0; i < ms; i++)
+        ASSERT_RC(tw_advance(s, tw_now(s) + T_MS), TW_OK);
+    CHECK(s);
+    return tw_now(s);
+}
+
+/* One burst of 40,000 timers: its step grows the lists to ten times what
+ * they keep; two or three periods later they are back to their minimum. */
+static void burst_lists_are_given_back(void **state)
+{
+    (void)state;
+    enum { N = 40000 };
+    tw_service *s = manual_service();
+    arm_burst_at(s, N, 5 * T_MS);
+    ADVANCE(s, 6 * T_MS);
+    tw_stats st;
+    t_stats(s, &st);
+    assert_int_equal(st.fired, N);
+    size_t grown = lists_cap(s);
+    if (grown < 2 * (size_t)N)
+        fail_msg("the burst's lists hold %zu entries: the test does not grow them", grown);
+    advance_ms(s, 4 * PERIOD / T_MS);
+    printf("lists: %zu entries after a burst of %d, %zu four periods later\n", grown, N,
+           lists_cap(s));
+    assert_lists_kept_small(s);
+    tw_destroy(s);
+}
+
+/* A burst every half period: the lists keep what the bursts need the
+ * whole time (the same arrays, never cut below a burst); once the bursts
+ * stop, they are given back. */
+static void recurring_burst_keeps_its_lists(void **state)
+{
+    (void)state;
+    enum { N = 20000, BURSTS = 6 };
+    tw_service *s = manual_service();
+    size_t least = SIZE_MAX;
+    for (int b = 0; b < BURSTS; b++) {
+        uint64_t at = tw_now(s) + 2 * T_MS;
+        arm_burst_at(s, N, at);
+        advance_ms(s, PERIOD / 2 / T_MS);
+        size_t due = s->wheel.due.cap + s->wheel.spare.cap;
+        least = due < least ? due : least;
+    }
+    tw_stats st;
+    t_stats(s, &st);
+    assert_int_equal(st.fired, (uint64_t)N * BURSTS);
+    printf("lists: at least %zu entries of due lists between recurring bursts of %d\n", least,
+           N);
+    if (least < 2 * (size_t)N)
+        fail_msg("the due lists were cut to %zu entries between bursts of %d", least, N);
+    advance_ms(s, 4 * PERIOD / T_MS);
+    assert_lists_kept_small(s);
+    tw_destroy(s);
+}
+
+/* Callbacks held until the test lets them go: the workers' batches stay
+ * out, so the drainer makes one for every TW_BATCH timers of the burst. */
+static atomic_bool g_release;
+
+static void held_callback(tw_timer t, void *arg)
+{
+    (void)t;
+    (void)arg;
+    while (!atomic_load(&g_release))
+        t_sleep_ns(100 * T_US);
+}
+
+/* With workers and a cursor: a burst's batches go back once the cursor,
+ * idle with nothing armed, comes back at the trim period for them (it
+ * must not wait for the next timer, which may never come). */
+static void idle_cursor_gives_back_a_burst_s_batches(void **state)
+{
+    (void)state;
+    enum { N = 30000 };
+    tw_config cfg;
+    tw_config_init(&cfg);
+    cfg.workers = 2;
+    tw__trim_period_override = PERIOD;
+    tw_service *s = t_service_cfg(&cfg);
+    tw__trim_period_override = 0;
+    atomic_store(&g_release, false);
+    uint64_t at = tw_now(s) + 20 * T_MS;
+    for (int i = 0; i < N; i++) {
+        tw_timer h;
+        ASSERT_RC(tw_schedule_at(s, at, held_callback, NULL, &h), TW_OK);
+    }
+    /* Relaxed: a statistic the cursor writes. */
+    uint64_t made = 0;
+    for (int i = 0; i < 5000 && made < N / TW_BATCH; i++) {
+        t_sleep_ns(T_MS);
+        made = atomic_load_explicit(&s->pool.made, memory_order_relaxed);
+    }
+    atomic_store(&g_release, true);
+    tw_stats st;
+    for (int i = 0; i < 5000; i++) {
+        tw_stats_get(s, &st);
+        if (st.fired == N)
+            break;
+        t_sleep_ns(T_MS);
+    }
+    assert_int_equal(st.fired, N);
+    if (made <= TW_BATCH_KEEP)
+        fail_msg("the burst made %" PRIu64 " batches: the test does not grow them", made);
+    int waited = 0;
+    while (atomic_load_explicit(&s->pool.made, memory_order_relaxed) > TW_BATCH_KEEP &&
+           waited < 3000) {
+        t_sleep_ns(T_MS);
+        waited++;
+    }
+    uint64_t left = atomic_load_explicit(&s->pool.made, memory_order_relaxed);
+    printf("batches: %" PRIu64 " made for a burst of %d, %" PRIu64 " about %d ms later\n", made,
+           N, left, waited);
+    if (left > TW_BATCH_KEEP)
+        fail_msg("%" PRIu64 " batches kept %d ms after the burst (keep %u)", left, waited,
+                 TW_BATCH_KEEP);
+    ASSERT_RC(tw_stop(s, NULL), TW_OK); /* joins the cursor: its lists are ours to read */
+    assert_lists_kept_small(s);
+    tw_destroy(s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(burst_lists_are_given_back),
+        cmocka_unit_test(recurring_burst_keeps_its_lists),
+        cmocka_unit_test(idle_cursor_gives_back_a_burst_s_batches),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
