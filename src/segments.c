@@ -112,8 +112,12 @@
  *     producer that loaded the table before its detach and lost its
  *     reserve) are freed with it (tw__slot_table_free).
  *   - tw__seg_held_bytes equals the bytes of every overflow segment and
- *     table allocated and not yet freed (tests read it); fixed arrays stay
- *     with their slots and are not counted.
+ *     table allocated and neither freed nor in the cache (tests read it);
+ *     tw__seg_cached_bytes, those in the cache (at rest; a pop takes its
+ *     bytes off just after). Fixed arrays stay with their slots and are
+ *     not counted.
+ *   - The cache never holds more than its allowance at the time of a push,
+ *     and a trim brings it back under it once it is past twice that.
  */
 #include "internal.h"
 
