@@ -398,14 +398,6 @@ static void pool_enqueue(tw_service *s, tw_batch *b)
     wake_one_worker(p);
 }
 
-/* A batch for the drainer to fill: one the workers gave back, else a new
- * one. Workers never free a batch: a free() of the drainer's malloc() from
- * a worker takes the drainer's malloc arena lock, and in a burst the two
- * met there often enough that perf found a worker asleep on that lock for
- * 15% of WL5. The drainer frees the spare batches that the last two trim
- * periods did not need (tw__pool_trim): a burst's batches (8 bytes per
- * timer of it) stay while bursts like it come back, not for the
- * service's life. */
 /* Relaxed: the drainer is the only writer; tests read a statistic. */
 static uint64_t made_of(tw_pool *p)
 {
@@ -417,6 +409,14 @@ static void made_add(tw_pool *p, int64_t d)
     atomic_store_explicit(&p->made, made_of(p) + (uint64_t)d, memory_order_relaxed);
 }
 
+/* A batch for the drainer to fill: one the workers gave back, else a new
+ * one. Workers never free a batch: a free() of the drainer's malloc() from
+ * a worker takes the drainer's malloc arena lock, and in a burst the two
+ * met there often enough that perf found a worker asleep on that lock for
+ * 15% of WL5. The drainer frees the spare batches that the last two trim
+ * periods did not need (tw__pool_trim): a burst's batches (8 bytes per
+ * timer of it) stay while bursts like it come back, not for the
+ * service's life. */
 static tw_batch *batch_get(tw_pool *p)
 {
     p->step_handed++;
