@@ -611,8 +611,9 @@ void tw__wheel_claim_early(tw_service *s, uint64_t T);
  * entries than twice the pending timers plus compact_slack. True if
  * it is still over after this round (call again soon). */
 bool tw__wheel_maintain(tw_service *s);
-/* Drainer: at each trim period's end, give back what a burst grew and the
- * last two periods did not need (the lists, the workers' spare batches).
+/* Drainer (the idle cursor, or tw_advance): at each trim period's end,
+ * give back what a burst grew and the last two periods did not need (the
+ * lists, the workers' spare batches).
  * True while something is still above what it keeps: the idle cursor
  * comes back at *at (the service clock) to look again. */
 bool tw__wheel_trim(tw_service *s, uint64_t *at);

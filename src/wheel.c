@@ -1042,8 +1042,6 @@ bool tw__wheel_trim(tw_service *s, uint64_t *at)
 bool tw__wheel_maintain(tw_service *s)
 {
     tw_wheel *w = &s->wheel;
-    uint64_t trim_at;
-    (void)tw__wheel_trim(s, &trim_at);
     uint64_t entries = tw__wheel_entries_estimate(s);
     uint64_t pending = tw__pending(s);
     /* Relaxed: only the drainer writes cur. */
