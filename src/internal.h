@@ -2,7 +2,8 @@
  * internal.h: what the parts of timerwheel share. Never installed.
  *
  * Parts (one file each, each with its own design comment):
- *   records.c  timer records: type-stable table, handles, state word, free list
+ *   records.c  timer records: type-stable table, handles, state word, free
+ *              lists, giving the table's top back
  *   slots.c    one lock-free slot: epoch-tagged counter, reserve, publish, drain
  *   segments.c the slots' segment memory and its reclamation (grace periods);
  *              huge-page advice
@@ -89,7 +90,7 @@ extern _Thread_local bool tw__stripe_owned;
 
 /* State word: gen (32) | ver (24) | flags (8). */
 #define TW_ST_MASK       0x7u
-#define TW_ST_FREE       0u  /* on the free list */
+#define TW_ST_FREE       0u  /* on a free list, in a magazine, or never used */
 #define TW_ST_PENDING    1u  /* armed; has an entry in a slot at or before its deadline */
 #define TW_ST_FIRING     2u  /* due, claimed by the cursor, callback not started */
 #define TW_ST_RUNNING    3u  /* callback running */
@@ -165,9 +166,13 @@ _Static_assert(sizeof(tw_record) == 40, "a record is 40 bytes");
 /* A thread's cache of free records (owned counter stripes only): records
  * it freed, and never-used ones it took as a block; churn (schedule,
  * cancel, schedule...) reuses records without touching the shared free
- * list. */
+ * lists. `n` and `idx` are the owner's, except while the table's trimmer
+ * holds the magazine: `busy` and `steal` decide who (records.c, the
+ * asymmetric handshake). */
 #define TW_MAGAZINE 32
 typedef struct tw_magazine {
+    _Atomic uint32_t busy;  /* written by the owner: inside a magazine use */
+    _Atomic uint32_t steal; /* written by the trimmer: it wants the magazine */
     uint32_t n;
     uint32_t idx[TW_MAGAZINE];
 } TW_ALIGNED tw_magazine;
@@ -183,19 +188,44 @@ typedef struct tw_magazine {
 #define TW_PREFAULT_STEP  32768u  /* records (1.25 MiB): the producers' request grain */
 #define TW_PREFAULT_AHEAD 131072u /* records (5 MiB) populated past the high-water mark */
 
+/* Giving the table's top back (records.c): chunks below this one (31,744
+ * records, 1.2 MiB) are kept for the service's life. */
+#define TW_REC_KEEP_CHUNKS 5
+
+/* The free records of one chunk: a Treiber stack over indexes (head: tag
+ * << 33 | closed << 32 | index + 1; closed: pops leave it alone). */
+typedef struct tw_rec_list {
+    _Atomic uint64_t head;
+} TW_ALIGNED tw_rec_list;
+
 typedef struct tw_records {
     _Atomic(tw_record *) chunk[TW_REC_CHUNKS];
     _Atomic(struct tw_periodic *) periodic[TW_REC_CHUNKS]; /* per chunk, on demand */
-    _Atomic uint64_t free_head TW_ALIGNED; /* tag (32) | index + 1 (32) */
-    _Atomic uint32_t next_unused TW_ALIGNED; /* never-used indexes start here */
+    /* A chunk's records take this generation when handed out fresh: the
+     * service's base, then past every generation of the chunk's last life. */
+    _Atomic uint32_t chunk_gen[TW_REC_CHUNKS];
+    tw_rec_list list[TW_REC_CHUNKS];      /* free records, one list per chunk */
+    /* TW_REC_SHUT (the top chunk hands out no fresh index) | never-used
+     * indexes start here (the low 32 bits). */
+    _Atomic uint64_t next TW_ALIGNED;
     _Atomic uint32_t prefault_want;       /* populate the table up to here (records.c) */
     uint32_t limit;                       /* max records (TW_REC_MAX) */
-    uint32_t gen_base;                    /* first generation of every record */
+    uint32_t gen_base;                    /* this service's first generation */
     uint32_t prefault_done;               /* the populating thread's only */
     bool prefault_off;                    /* the populating thread's only: no kernel support */
     /* Called by a producer that raised prefault_want; set before the first
      * producer, never changed. NULL (MANUAL clock): nobody populates ahead. */
     void (*on_grow)(struct tw_records *r);
+    /* Closing, reopening and giving back the top chunk (rare paths). */
+    pthread_mutex_t shrink_lock;
+    uint32_t quiet;       /* under the lock: trims in a row the top chunk was little used */
+    uint32_t stuck;       /* under the lock: trims in a row a closed chunk did not drain */
+    uint32_t keep_from;   /* under the lock: chunks from here are never closed again */
+    uint32_t seen_top;    /* under the lock: the closed list's head (index + 1) at the last trim */
+    uint32_t listed;      /* under the lock: records counted on the closed list so far */
+    bool reopened;        /* under the lock: a producer needed the closed chunk */
+    _Atomic uint64_t reopens;    /* statistics and tests */
+    _Atomic uint64_t given_back; /* chunks given back; statistics and tests */
     tw_magazine mag[TW_OWNED_STRIPES];    /* one per owned stripe (its owner only) */
 } tw_records;
 
@@ -213,6 +243,11 @@ static inline tw_record *tw__rec(const tw_records *r, uint32_t idx)
      * initialised records are visible. */
     tw_record *c = atomic_load_explicit(&((tw_records *)r)->chunk[j], memory_order_acquire);
     return c ? &c[idx - (((1u << j) - 1u) << TW_REC_CHUNK0_SHIFT)] : NULL;
+}
+/* The chunk record idx lies in. */
+static inline uint32_t tw__rec_chunk(uint32_t idx)
+{
+    return 31u - (uint32_t)__builtin_clz((idx >> TW_REC_CHUNK0_SHIFT) + 1);
 }
 /* A periodic timer's side words: its period (written at arming, read by
  * owners), and the deadline a reschedule that claimed the runner's re-arm
@@ -234,7 +269,7 @@ static inline uint64_t tw__period_of(tw_records *r, uint32_t idx)
 /* Take a FREE record: its index, address and state word. TW_EAGAIN, TW_ENOMEM. */
 int  tw__rec_alloc(tw_records *r, uint32_t *idx, tw_record **rec, uint64_t *state);
 /* Give back a record its owner has taken out of every live state: stores
- * FREE with the next generation (release) and pushes it on the free list. */
+ * FREE with the next generation (release) and pushes it on a free list. */
 void tw__rec_free(tw_records *r, uint32_t idx, uint64_t old_state);
 /* Push a record whose state word the caller already CAS-ed to FREE. */
 void tw__rec_push_free(tw_records *r, uint32_t idx);
@@ -255,7 +290,15 @@ static inline uint32_t tw__handle_gen(tw_timer t) { return (uint32_t)(t >> 32); 
 /* The record a handle names, or NULL (0, never allocated index). The caller
  * still checks the generation against the state word. */
 tw_record *tw__rec_of(const tw_records *r, tw_timer t);
-uint32_t tw__records_high(const tw_records *r); /* indexes ever handed out */
+uint32_t tw__records_high(const tw_records *r); /* indexes handed out (the table's top) */
+/* Once per trim period (the drainer, wheel.c tw__wheel_trim): close the top
+ * chunk once it is little used (in_use: the timers pending), give it back
+ * once all of it is free.
+ * True while that is under way (the idle cursor comes back for it). */
+bool tw__rec_trim(tw_records *r, uint64_t in_use);
+extern bool tw__rec_plant_no_handshake; /* stress/table_shrink.c only */
+/* Bytes of record chunks below the table's top (tests, soak). */
+size_t tw__rec_table_bytes(const tw_records *r);
 /* Release a lease on a record in PENDING|LEASE (deadline already written):
  * TW_OK, placing the timer at `tick` if `place`; or TW_ENOENT if a cancel
  * or stop ended it meanwhile (the record is then freed). */
@@ -578,6 +621,7 @@ typedef struct tw_wheel {
     uint64_t trim_at;        /* service clock: the next trim of the lists and the
                                 workers' batches (tw__wheel_trim) */
     uint64_t trim_period;    /* TW_TRIM_PERIOD_NS (tests: tw__trim_period_override) */
+    bool rec_trimming;       /* the record table's top is being given back (records.c) */
     tw_segs segs;            /* detached segments on their way to free (segments.c) */
 } tw_wheel;
 

@@ -1,13 +1,14 @@
 /*
- * records.c: timer records, their handles, and the free list.
+ * records.c: timer records, their handles, the free lists, and the table's
+ * memory (given back from the top once a burst is over).
  *
  * A record holds one timer in 40 bytes: its state word, deadline, callback
  * and argument (a periodic timer's period sits in a side array made for
  * the chunks that need one). Records live in a type-stable table: chunk j
- * holds 1024 << j records and is allocated on first use (zeroed, so pages
- * of records never used are never touched), never freed before tw_destroy,
+ * holds 1024 << j records and is mapped on first use (zeroed, so pages of
+ * records never used are never touched), and unmapped only by tw_destroy,
  * so a thread holding a stale index always reads a record (never freed
- * memory).
+ * memory). Pages of a chunk given back read as zeros (below).
  * That is how we answer the ABA trap: generation tags, not grace periods.
  *
  *   - A handle is (generation << 32 | index); generations never take the
@@ -17,7 +18,7 @@
  *     of a live record is a CAS on that word that includes the generation,
  *     so a stale handle's CAS fails: a handle never acts on another timer.
  *   - Freeing a record stores FREE with the next generation, then pushes it
- *     on the free list. Any slot entry still naming the old generation is
+ *     on a free list. Any slot entry still naming the old generation is
  *     skipped by the drain (entries are hints; the state word is the truth).
  *
  * Why not RCU (liburcu) or ck_epoch for reclamation: every API call would
@@ -26,21 +27,63 @@
  * a cancelled record only after a grace period. Generation tags need
  * nothing from the user's threads and free the record at cancel time.
  *
- * Free list: each thread that owns a counter stripe (TW_OWNED_STRIPES at a
- * time, service.c) keeps up to TW_MAGAZINE
- * freed records to itself, so churn on one
- * thread does not touch shared memory (a full magazine hands half of
- * itself over as one chain, one CAS; an empty one takes never-used records
- * 16 at a time); beyond that, a Treiber stack over
- * record indexes with a 32-bit tag in the
- * head word (tag | index + 1), one 64-bit CAS; a FREE record's deadline
- * word holds its link. ck_stack would need the
+ * Free lists: each thread that owns a counter stripe (TW_OWNED_STRIPES at
+ * a time, service.c) keeps up to TW_MAGAZINE freed records to itself, so
+ * churn on one thread does not touch shared memory (a full magazine hands
+ * half of itself over, one CAS per chunk it spans; an empty one takes
+ * never-used records 16 at a time). Beyond that, each chunk has its own
+ * free list, a Treiber stack over record indexes with a tag in the head
+ * word, one 64-bit CAS; a FREE record's deadline word holds its link, and
+ * a pop takes from the lowest chunk that has one. ck_stack would need the
  * double-width CAS that our TSan build cannot see (notes/DEPENDENCIES.md),
  * and liburcu's lfstack pops need RCU or a mutex; indexes into a
  * type-stable table make a single-word tagged stack enough. A pop reads the
- * `free_next` of a record that another thread may have popped and reused
+ * link of a record that another thread may have popped and reused
  * meanwhile (its deadline word then holds a deadline): that read is atomic
  * and its value is discarded when the tag CAS fails.
+ *
+ * Giving the top back. The table used to keep its high-water mark: a burst
+ * of a million timers left 40 MB of records for the service's life, reused
+ * but never returned. Lowest-first pops let the top chunk fall idle once
+ * fewer timers are pending; the drainer then gives it back, once per trim
+ * period (tw__rec_trim, under shrink_lock):
+ *   1. Close: when the timers pending stayed at most half of what the
+ *      chunks below the top hold for two trims in a row, the top chunk
+ *      (from TW_REC_KEEP_CHUNKS up) is closed: TW_REC_SHUT in `next` stops
+ *      fresh indexes (one word with the high-water mark, so no fresh CAS
+ *      lands after it), and the closed bit in its list's head stops pops
+ *      (a pop's CAS fails on it). Records freed into it still go there.
+ *   2. Drain: the records in use come back as their timers end. Those
+ *      that sit in magazines are taken out by the trimmer (below).
+ *   3. Give back: once the chunk's list holds every record handed out of
+ *      it, nobody else holds one, and none can be taken: a pop that read
+ *      the head before the close fails its CAS on the closed bit. The
+ *      trimmer counts the list by walking it: with pops shut out it only
+ *      grows at its head, so each trim walks only what was pushed since
+ *      the last (count_listed). It reads every record's generation, gives
+ *      the pages back (MADV_DONTNEED), and lowers the high-water mark to
+ *      the chunk's start. A stale handle then finds nothing (beyond the
+ *      mark), or zeros (generation 0, never a handle's); a stale slot
+ *      entry reads a FREE record and is dropped, as any stale entry is.
+ *      When the chunk is used again, its records start past the furthest
+ *      generation any of them reached (chunk_gen), so a stale handle is
+ *      mistaken only after 2^31 reuses or more of its record (a chunk whose
+ *      generations spread wider is kept instead).
+ *   A producer that needs a record while the top is closed, and finds none
+ *   below it, reopens it (reopen: the lock, a rare path) and takes one. A
+ *   chunk stays while a timer in it is pending: records are not moved.
+ *
+ * Magazines and the trimmer. A magazine's owner uses it with plain loads
+ * and stores, and may be idle for good (a thread that armed a burst and
+ * sleeps), holding records of the closed chunk. The trimmer empties it
+ * anyway with an asymmetric handshake, the store-buffering shape of
+ * threads.c: the owner stores busy = 1, then (a compiler barrier) loads
+ * steal, and uses the magazine only if steal is 0; the trimmer stores
+ * steal = 1, makes every thread execute a full barrier (tw__fence_heavy,
+ * membarrier), then loads busy, and touches the magazine only if it is 0.
+ * One of the two sees the other's store. busy = 0 (release) ends a use;
+ * steal = 0 (release) ends the trimmer's. The owner's price: two stores
+ * and a load, on its magazine's own line.
  *
  * The table is not what max_timers caps: that counts pending timers
  * (service.c, budgets), and a one-shot's record stays in use while its
@@ -64,12 +107,14 @@
  * cursor), producers fault the pages in themselves, as before.
  *
  * Limits: at most 2^31 - 1 records (TW_REC_MAX); a
- * generation is reused after 2^32 reuses of one record, and a stale handle
- * would have to be kept across exactly that many to be mistaken.
+ * generation is reused after 2^32 reuses of one record (2^31 across a
+ * chunk's give-back), and a stale handle would have to be kept across
+ * that many to be mistaken.
  */
 #include "internal.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -78,6 +123,10 @@
 #define MADV_POPULATE_WRITE 23 /* Linux 5.14; older headers lack it */
 #endif
 
+#define TW_REC_SHUT   (1ull << 32) /* in `next`: no fresh index */
+#define LIST_CLOSED   (1ull << 32) /* in a list's head: no pop */
+#define LIST_TAG      (1ull << 33) /* a list head's tag unit */
+#define REC_CLOSED    1            /* internal: fresh indexes are shut */
 
 static uint32_t chunk_of(uint32_t idx, uint32_t *offset)
 {
@@ -88,9 +137,42 @@ static uint32_t chunk_of(uint32_t idx, uint32_t *offset)
     return j;
 }
 
+static uint32_t chunk_index(uint32_t idx)
+{
+    return tw__rec_chunk(idx);
+}
+
 static uint32_t chunk_len(uint32_t j)
 {
     return 1u << (TW_REC_CHUNK0_SHIFT + j);
+}
+
+static uint32_t chunk_base(uint32_t j)
+{
+    return ((1u << j) - 1u) << TW_REC_CHUNK0_SHIFT;
+}
+
+static size_t chunk_bytes(uint32_t j)
+{
+    return (size_t)chunk_len(j) * sizeof(tw_record);
+}
+
+static size_t periodic_bytes(uint32_t j)
+{
+    return (size_t)chunk_len(j) * sizeof(tw_periodic);
+}
+
+/* Chunks are mapped, not allocated, so that their pages can be given back
+ * (MADV_DONTNEED) and read as zeros after. */
+static void *table_map(size_t bytes)
+{
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+static uint32_t next_index(uint64_t w)
+{
+    return (uint32_t)w;
 }
 
 /* Each service's generations start from its own base, spread over the
@@ -109,28 +191,47 @@ static uint32_t next_gen_base(void)
 
 int tw__records_init(tw_records *r)
 {
+    if (pthread_mutex_init(&r->shrink_lock, NULL) != 0)
+        return TW_ENOMEM;
     r->gen_base = next_gen_base();
     for (int j = 0; j < TW_REC_CHUNKS; j++) {
         atomic_init(&r->chunk[j], NULL);
         atomic_init(&r->periodic[j], NULL);
+        atomic_init(&r->chunk_gen[j], r->gen_base);
+        atomic_init(&r->list[j].head, 0);
     }
-    atomic_init(&r->free_head, 0);
-    atomic_init(&r->next_unused, 0);
+    for (int i = 0; i < TW_OWNED_STRIPES; i++) {
+        atomic_init(&r->mag[i].busy, 0);
+        atomic_init(&r->mag[i].steal, 0);
+        r->mag[i].n = 0;
+    }
+    atomic_init(&r->next, 0);
     atomic_init(&r->prefault_want, 0);
+    atomic_init(&r->reopens, 0);
+    atomic_init(&r->given_back, 0);
     r->limit = TW_REC_MAX;
     r->prefault_done = 0;
     r->prefault_off = false;
     r->on_grow = NULL;
+    r->quiet = r->stuck = 0;
+    r->keep_from = TW_REC_CHUNKS;
+    r->seen_top = r->listed = 0;
+    r->reopened = false;
     return TW_OK;
 }
 
 void tw__records_fini(tw_records *r)
 {
-    for (int j = 0; j < TW_REC_CHUNKS; j++) {
+    for (uint32_t j = 0; j < TW_REC_CHUNKS; j++) {
         /* Relaxed: tw_destroy runs alone; thread joins ordered everything. */
-        free(atomic_load_explicit(&r->chunk[j], memory_order_relaxed));
-        free(atomic_load_explicit(&r->periodic[j], memory_order_relaxed));
+        tw_record *c = atomic_load_explicit(&r->chunk[j], memory_order_relaxed);
+        tw_periodic *p = atomic_load_explicit(&r->periodic[j], memory_order_relaxed);
+        if (c)
+            munmap(c, chunk_bytes(j));
+        if (p)
+            munmap(p, periodic_bytes(j));
     }
+    pthread_mutex_destroy(&r->shrink_lock);
 }
 
 tw_periodic *tw__periodic(tw_records *r, uint32_t idx, bool make)
@@ -140,16 +241,16 @@ tw_periodic *tw__periodic(tw_records *r, uint32_t idx, bool make)
     /* Acquire: pairs with the release CAS that installed the array. */
     tw_periodic *p = atomic_load_explicit(&r->periodic[j], memory_order_acquire);
     if (!p && make) {
-        tw_periodic *fresh = calloc(chunk_len(j), sizeof *fresh);
+        tw_periodic *fresh = table_map(periodic_bytes(j));
         if (!fresh)
             return NULL;
-        /* Release on success publishes the zeroed array; the loser frees. */
+        /* Release on success publishes the zeroed array; the loser unmaps. */
         if (atomic_compare_exchange_strong_explicit(&r->periodic[j], &p, fresh,
                                                     memory_order_acq_rel,
                                                     memory_order_acquire))
             p = fresh;
         else
-            free(fresh);
+            munmap(fresh, periodic_bytes(j));
     }
     return p ? &p[off] : NULL;
 }
@@ -160,8 +261,7 @@ tw_record *tw__rec_of(const tw_records *r, tw_timer t)
         return NULL;
     uint32_t idx = tw__handle_idx(t);
     /* Relaxed: only bounds the lookup; the chunk pointer load is acquire. */
-    if (idx >= atomic_load_explicit(&((tw_records *)r)->next_unused,
-                                    memory_order_relaxed))
+    if (idx >= next_index(atomic_load_explicit(&((tw_records *)r)->next, memory_order_relaxed)))
         return NULL;
     return tw__rec(r, idx);
 }
@@ -170,9 +270,17 @@ uint32_t tw__records_high(const tw_records *r)
 {
     /* Seq_cst: tw_stop's sweep reads the high-water mark after announcing
      * the stop; pairs with the seq_cst CAS in fresh_indexes(). */
-    uint32_t n = atomic_load_explicit(&((tw_records *)r)->next_unused,
-                                      memory_order_seq_cst);
+    uint32_t n = next_index(atomic_load_explicit(&((tw_records *)r)->next, memory_order_seq_cst));
     return n < r->limit ? n : r->limit;
+}
+
+size_t tw__rec_table_bytes(const tw_records *r)
+{
+    uint32_t n = tw__records_high(r);
+    if (n == 0)
+        return 0;
+    uint32_t top = chunk_index(n - 1);
+    return (size_t)chunk_base(top + 1) * sizeof(tw_record);
 }
 
 static int ensure_chunk(tw_records *r, uint32_t j)
@@ -180,26 +288,24 @@ static int ensure_chunk(tw_records *r, uint32_t j)
     /* Acquire: see the records of a chunk another thread installed. */
     if (atomic_load_explicit(&r->chunk[j], memory_order_acquire))
         return TW_OK;
-    uint32_t n = chunk_len(j);
     /* Zeroed: state 0 (generation 0) is "never used"; fresh_indexes gives a
      * record its first generation when it hands it out. */
-    tw_record *c = calloc(n, sizeof *c);
+    tw_record *c = table_map(chunk_bytes(j));
     if (!c)
         return TW_ENOMEM;
     /* 10M pending timers are 400 MB of records: without huge pages a
      * cancel in random order pays a TLB miss on top of the cache miss, and
      * a schedule a page fault every 102 records. */
-    tw__advise_huge_pages(c, (size_t)n * sizeof *c);
+    tw__advise_huge_pages(c, chunk_bytes(j));
     tw_record *expected = NULL;
     /* Release on success: publishes the initialised chunk. Acquire on
      * failure: we use the winner's chunk instead. */
     if (!atomic_compare_exchange_strong_explicit(&r->chunk[j], &expected, c,
                                                  memory_order_acq_rel,
                                                  memory_order_acquire))
-        free(c);
+        munmap(c, chunk_bytes(j));
     return TW_OK;
 }
-
 /* The high-water mark reached `high`: ask for the records up to
  * TW_PREFAULT_AHEAD past it to be populated (see the top). */
 static void ask_prefault(tw_records *r, uint32_t high)
@@ -272,16 +378,21 @@ bool tw__rec_prefault(tw_records *r)
  * a multiple of `want`: blocks of different threads never share a cache
  * line, and never straddle a chunk (chunks start at multiples of 1024), so
  * the chunk is made before the CAS and a failure (ENOMEM) burns no index.
- * Each record gets its first generation (FREE). */
+ * Each record gets its chunk's first generation (FREE). REC_CLOSED while
+ * the top chunk is closed (see the top). */
 static int fresh_indexes(tw_records *r, uint32_t want, uint32_t *first, uint32_t *got)
 {
     /* Seq_cst (the load and the CAS): tw_stop reads the high-water mark
      * after it announces the stop; a producer that takes a fresh index
      * after that read sees the announcement when it re-checks (see
-     * service.c, schedule_commit). */
-    uint32_t n = atomic_load_explicit(&r->next_unused, memory_order_seq_cst);
-    uint32_t k;
+     * service.c, schedule_commit). The CAS also reads the trimmer's
+     * seq_cst store that reopened the chunk, and with it chunk_gen. */
+    uint64_t w = atomic_load_explicit(&r->next, memory_order_seq_cst);
+    uint32_t n, k;
     for (;;) {
+        if (w & TW_REC_SHUT)
+            return REC_CLOSED;
+        n = next_index(w);
         if (n >= r->limit)
             return TW_EAGAIN;
         uint32_t off;
@@ -290,39 +401,48 @@ static int fresh_indexes(tw_records *r, uint32_t want, uint32_t *first, uint32_t
             return rc;
         k = want - (n & (want - 1));
         k = r->limit - n < k ? r->limit - n : k;
-        if (atomic_compare_exchange_weak_explicit(&r->next_unused, &n, n + k,
-                                                  memory_order_seq_cst,
+        if (atomic_compare_exchange_weak_explicit(&r->next, &w, w + k, memory_order_seq_cst,
                                                   memory_order_seq_cst))
             break;
     }
     if (r->on_grow && (n + k) / TW_PREFAULT_STEP != n / TW_PREFAULT_STEP)
         ask_prefault(r, n + k);
+    /* Relaxed: written before the trimmer's seq_cst store we read above. */
+    uint64_t gen = atomic_load_explicit(&r->chunk_gen[chunk_index(n)], memory_order_relaxed);
     for (uint32_t i = n; i < n + k; i++) {
         /* Relaxed: ours until published PENDING (seq_cst) by the scheduler. */
-        atomic_store_explicit(&tw__rec(r, i)->state,
-                              (uint64_t)r->gen_base << TW_GEN_SHIFT, memory_order_relaxed);
+        atomic_store_explicit(&tw__rec(r, i)->state, gen << TW_GEN_SHIFT,
+                              memory_order_relaxed);
     }
     *first = n;
     *got = k;
     return TW_OK;
 }
 
-static bool pop_free(tw_records *r, uint32_t *idx, tw_record **out)
+/* ---- the free lists ---------------------------------------------------------- */
+
+/* A head with a new top, the tag bumped and the closed bit kept. */
+static uint64_t list_with_top(uint64_t head, uint32_t top_plus_one)
 {
+    return ((head & ~0xffffffffull) + LIST_TAG) | top_plus_one;
+}
+
+/* Pop a record off chunk j's list, unless it is empty or closed. */
+static bool pop_list(tw_records *r, uint32_t j, uint32_t *idx, tw_record **out)
+{
+    tw_rec_list *l = &r->list[j];
     ck_backoff_t backoff = CK_BACKOFF_INITIALIZER;
     /* Acquire: the pushed record's link and FREE state are visible. */
-    uint64_t head = atomic_load_explicit(&r->free_head, memory_order_acquire);
-    for (;;) {
+    uint64_t head = atomic_load_explicit(&l->head, memory_order_acquire);
+    while ((uint32_t)head && !(head & LIST_CLOSED)) {
         uint32_t top = (uint32_t)head;
-        if (top == 0)
-            return false;
         tw_record *rec = tw__rec(r, top - 1);
         /* Relaxed: a stale read is discarded by the tagged CAS below. */
         uint32_t next = (uint32_t)atomic_load_explicit(&rec->deadline, memory_order_relaxed);
-        uint64_t want = (head & 0xffffffff00000000ull) + (1ull << 32) + next;
-        /* Acquire on success: we own the record from here and read what the
-         * freeing thread wrote before its release push. */
-        if (atomic_compare_exchange_weak_explicit(&r->free_head, &head, want,
+        /* Acquire on success: we own the record from here and read what
+         * the freeing thread wrote before its release push. The CAS fails
+         * on a head closed since our load (see the top). */
+        if (atomic_compare_exchange_weak_explicit(&l->head, &head, list_with_top(head, next),
                                                   memory_order_acquire,
                                                   memory_order_acquire)) {
             *idx = top - 1;
@@ -331,19 +451,101 @@ static bool pop_free(tw_records *r, uint32_t *idx, tw_record **out)
         }
         ck_backoff_eb(&backoff);
         /* Acquire: re-read after backing off; the CAS's copy is stale by now. */
-        head = atomic_load_explicit(&r->free_head, memory_order_acquire);
+        head = atomic_load_explicit(&l->head, memory_order_acquire);
+    }
+    return false;
+}
+
+/* The lowest chunk's free record: the top chunks fall idle when fewer
+ * timers are pending, and can be given back. */
+static bool pop_lowest(tw_records *r, uint32_t *idx, tw_record **out)
+{
+    /* Relaxed: only bounds the scan (lists above the top are empty). */
+    uint32_t n = next_index(atomic_load_explicit(&r->next, memory_order_relaxed));
+    if (n == 0)
+        return false;
+    uint32_t top = chunk_index(n - 1);
+    for (uint32_t j = 0; j <= top; j++) {
+        if (pop_list(r, j, idx, out))
+            return true;
+    }
+    return false;
+}
+
+/* Push a chain of chunk j's records, linked from first to last (indexes
+ * + 1; FREE, owned by the caller), in one CAS. */
+static void push_chain(tw_records *r, uint32_t j, uint32_t first, uint32_t last)
+{
+    tw_rec_list *l = &r->list[j];
+    tw_record *end = tw__rec(r, last - 1);
+    ck_backoff_t backoff = CK_BACKOFF_INITIALIZER;
+    uint64_t head = atomic_load_explicit(&l->head, memory_order_relaxed);
+    for (;;) {
+        /* Relaxed: published by the release CAS below. */
+        atomic_store_explicit(&end->deadline, (uint32_t)head, memory_order_relaxed);
+        /* Release: the next popper, or the trimmer counting a closed
+         * list (acquire), sees the links and the FREE states. */
+        if (atomic_compare_exchange_weak_explicit(&l->head, &head, list_with_top(head, first),
+                                                  memory_order_release,
+                                                  memory_order_relaxed))
+            return;
+        ck_backoff_eb(&backoff);
+        /* Relaxed: re-read after backing off; the CAS's copy is stale by now. */
+        head = atomic_load_explicit(&l->head, memory_order_relaxed);
     }
 }
 
-/* This thread's magazine, if it has one: an owned stripe. (It used to be
- * off under max_timers, when the cap was the table's size: then every
- * schedule and cancel met the one shared free list, 4x slower on two
- * threads; the cap is a budget now, service.c.) */
-static tw_magazine *my_magazine(tw_records *r)
+/* Push records idx[0..n) (FREE, owned by the caller), one chain per chunk
+ * they lie in. The chains are linked in one pass without a branch on the
+ * chunk: records freed in random order lie in chunks no branch predicts
+ * (sorting them into groups with branches cost WL2's cancels 10%). */
+static void push_shared(tw_records *r, const uint32_t *idx, uint32_t n)
+{
+    uint32_t first[TW_REC_CHUNKS] = {0}, last[TW_REC_CHUNKS] = {0};
+    uint32_t chunks = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t j = tw__rec_chunk(idx[i]);
+        /* Relaxed: published by push_chain's release CAS. */
+        atomic_store_explicit(&tw__rec(r, idx[i])->deadline, first[j], memory_order_relaxed);
+        last[j] = first[j] ? last[j] : idx[i] + 1;
+        first[j] = idx[i] + 1;
+        chunks |= 1u << j;
+    }
+    for (; chunks; chunks &= chunks - 1) {
+        uint32_t j = (uint32_t)__builtin_ctz(chunks);
+        push_chain(r, j, first[j], last[j]);
+    }
+}
+
+/* ---- magazines ---------------------------------------------------------------- */
+
+/* This thread's magazine, if it has one (an owned stripe) and the trimmer
+ * is not emptying it: the owner's half of the handshake (see the top).
+ * (It used to be off under max_timers, when the cap was the table's size:
+ * then every schedule and cancel met the one shared free list, 4x slower
+ * on two threads; the cap is a budget now, service.c.) */
+static tw_magazine *mag_enter(tw_records *r)
 {
     if (!tw__stripe_owned)
         return NULL;
-    return &r->mag[tw__stripe_mine];
+    tw_magazine *m = &r->mag[tw__stripe_mine];
+    /* Relaxed: ordered before the load of steal by the fence pairing. */
+    atomic_store_explicit(&m->busy, 1, memory_order_relaxed);
+    tw__fence_light();
+    /* Acquire: 0 written by a trimmer that emptied the magazine: we see
+     * what it left. */
+    if (__builtin_expect(atomic_load_explicit(&m->steal, memory_order_acquire) == 0, 1))
+        return m;
+    /* Release: as in mag_leave (we did not touch it). */
+    atomic_store_explicit(&m->busy, 0, memory_order_release);
+    return NULL;
+}
+
+static void mag_leave(tw_magazine *m)
+{
+    /* Release: a trimmer that reads 0 (acquire) sees our use of it done. */
+    if (m)
+        atomic_store_explicit(&m->busy, 0, memory_order_release);
 }
 
 /* A thread with a magazine takes never-used records in aligned blocks of
@@ -364,19 +566,37 @@ static int refill_fresh(tw_records *r, tw_magazine *m, uint32_t *idx)
     return TW_OK;
 }
 
-int tw__rec_alloc(tw_records *r, uint32_t *idx, tw_record **rec, uint64_t *state)
+/* A FREE record from the magazine m (or NULL), the lists, or never used. */
+static int take_record(tw_records *r, tw_magazine *m, uint32_t *idx, tw_record **rec)
 {
-    tw_magazine *m = my_magazine(r);
     if (m && m->n) {
         *idx = m->idx[--m->n];
         *rec = tw__rec(r, *idx);
-    } else if (!pop_free(r, idx, rec)) {
-        uint32_t one;
-        int rc = m ? refill_fresh(r, m, idx) : fresh_indexes(r, 1, idx, &one);
-        if (rc != TW_OK)
-            return rc;
-        *rec = tw__rec(r, *idx);
+        return TW_OK;
     }
+    if (pop_lowest(r, idx, rec))
+        return TW_OK;
+    uint32_t one;
+    int rc = m ? refill_fresh(r, m, idx) : fresh_indexes(r, 1, idx, &one);
+    if (rc == TW_OK)
+        *rec = tw__rec(r, *idx);
+    return rc;
+}
+
+static void reopen(tw_records *r);
+
+int tw__rec_alloc(tw_records *r, uint32_t *idx, tw_record **rec, uint64_t *state)
+{
+    int rc;
+    do {
+        tw_magazine *m = mag_enter(r);
+        rc = take_record(r, m, idx, rec);
+        mag_leave(m);
+        if (rc == REC_CLOSED)
+            reopen(r); /* nothing below the closed top: it is needed after all */
+    } while (rc == REC_CLOSED);
+    if (rc != TW_OK)
+        return rc;
     /* Relaxed: we own a FREE record; its state was ordered by the pop's
      * acquire (or the chunk's). */
     *state = atomic_load_explicit(&(*rec)->state, memory_order_relaxed);
@@ -391,14 +611,12 @@ uint64_t tw__rec_free_state(uint64_t old_state)
     return (uint64_t)gen << TW_GEN_SHIFT | TW_ST_FREE;
 }
 
-static void push_shared(tw_records *r, const uint32_t *idx, uint32_t n);
-
-/* A full magazine hands half of itself to the shared list in one CAS, so a
- * thread that only frees (a worker running a burst) pays one contended RMW
- * per TW_MAGAZINE / 2 records, not one per record. */
+/* A full magazine hands half of itself to the shared lists (one CAS per
+ * chunk it spans), so a thread that only frees (a worker running a burst)
+ * pays a contended RMW per TW_MAGAZINE / 2 records, not one per record. */
 void tw__rec_push_free(tw_records *r, uint32_t idx)
 {
-    tw_magazine *m = my_magazine(r);
+    tw_magazine *m = mag_enter(r);
     if (!m) {
         push_shared(r, &idx, 1);
         return;
@@ -408,31 +626,7 @@ void tw__rec_push_free(tw_records *r, uint32_t idx)
         push_shared(r, &m->idx[m->n], TW_MAGAZINE / 2);
     }
     m->idx[m->n++] = idx; /* FREE already; ours until we hand it out */
-}
-
-/* Push records idx[0..n) (FREE, owned by the caller) as one chain. */
-static void push_shared(tw_records *r, const uint32_t *idx, uint32_t n)
-{
-    /* Relaxed: the chain's links are published by the release CAS below. */
-    for (uint32_t k = 0; k + 1 < n; k++)
-        atomic_store_explicit(&tw__rec(r, idx[k])->deadline, idx[k + 1] + 1,
-                              memory_order_relaxed);
-    tw_record *last = tw__rec(r, idx[n - 1]);
-    ck_backoff_t backoff = CK_BACKOFF_INITIALIZER;
-    uint64_t head = atomic_load_explicit(&r->free_head, memory_order_relaxed);
-    for (;;) {
-        /* Relaxed: published by the release CAS below. */
-        atomic_store_explicit(&last->deadline, (uint32_t)head, memory_order_relaxed);
-        uint64_t want = (head & 0xffffffff00000000ull) + (1ull << 32) + idx[0] + 1;
-        /* Release: the next popper sees the link and the FREE state. */
-        if (atomic_compare_exchange_weak_explicit(&r->free_head, &head, want,
-                                                  memory_order_release,
-                                                  memory_order_relaxed))
-            return;
-        ck_backoff_eb(&backoff);
-        /* Relaxed: re-read after backing off; the CAS's copy is stale by now. */
-        head = atomic_load_explicit(&r->free_head, memory_order_relaxed);
-    }
+    mag_leave(m);
 }
 
 void tw__rec_free(tw_records *r, uint32_t idx, uint64_t old_state)
@@ -443,6 +637,229 @@ void tw__rec_free(tw_records *r, uint32_t idx, uint64_t old_state)
     atomic_store_explicit(&rec->state, tw__rec_free_state(old_state),
                           memory_order_release);
     tw__rec_push_free(r, idx);
+}
+
+/* ---- giving the top back (see the top; under shrink_lock) -------------------- */
+
+/* Shut fresh indexes, then close the top chunk's list. Returns `next`. */
+static uint64_t close_top(tw_records *r)
+{
+    /* Seq_cst: fresh CASes expect a word without TW_REC_SHUT, so none
+     * lands after this; it also fixes which chunk is the top. */
+    uint64_t w = atomic_fetch_or_explicit(&r->next, TW_REC_SHUT, memory_order_seq_cst);
+    uint32_t top = chunk_index(next_index(w) - 1);
+    /* Seq_cst: a pop that reads the head after this leaves the list
+     * alone; one that read it before fails its CAS on the new head. */
+    atomic_fetch_or_explicit(&r->list[top].head, LIST_CLOSED, memory_order_seq_cst);
+    r->stuck = 0;
+    r->seen_top = r->listed = 0;
+    return w | TW_REC_SHUT;
+}
+
+static void open_top(tw_records *r, uint32_t top)
+{
+    /* Seq_cst: pops may take from the list again, then fresh CASes may
+     * land; both after the reopener's failed look below the top. */
+    atomic_fetch_and_explicit(&r->list[top].head, ~LIST_CLOSED, memory_order_seq_cst);
+    atomic_fetch_and_explicit(&r->next, ~TW_REC_SHUT, memory_order_seq_cst);
+}
+
+/* A producer found no record below the closed top chunk: open it again.
+ * Waits while the trimmer gives the chunk back (milliseconds), after which
+ * fresh indexes are open anyway. */
+static void reopen(tw_records *r)
+{
+    pthread_mutex_lock(&r->shrink_lock);
+    /* Relaxed: TW_REC_SHUT changes only under the lock we hold. */
+    uint64_t w = atomic_load_explicit(&r->next, memory_order_relaxed);
+    if (w & TW_REC_SHUT) {
+        open_top(r, chunk_index(next_index(w) - 1));
+        r->reopened = true;
+        /* Relaxed: a statistic. */
+        atomic_fetch_add_explicit(&r->reopens, 1, memory_order_relaxed);
+    }
+    pthread_mutex_unlock(&r->shrink_lock);
+}
+
+/* The trimmer's half of the handshake (see the top): take the records at
+ * `from` and above out of every magazine it can, onto their lists. A
+ * magazine in use right now is left for the next trim. */
+static void take_from_magazine(tw_records *r, tw_magazine *m, uint32_t from)
+{
+    uint32_t out[TW_MAGAZINE], k = 0, kept = 0;
+    for (uint32_t i = 0; i < m->n; i++) {
+        if (m->idx[i] >= from)
+            out[k++] = m->idx[i];
+        else
+            m->idx[kept++] = m->idx[i];
+    }
+    m->n = kept;
+    if (k)
+        push_shared(r, out, k);
+}
+
+/* A planted bug, for stress/table_shrink.c only: the trimmer empties
+ * magazines without looking whether their owners are inside. TSan must
+ * report it (ctest stress.table_shrink.plant). */
+bool tw__rec_plant_no_handshake;
+
+static void steal_magazines(tw_records *r, uint32_t from)
+{
+    for (int i = 0; i < TW_OWNED_STRIPES; i++) {
+        /* Relaxed: ordered before the loads of busy by the heavy fence. */
+        atomic_store_explicit(&r->mag[i].steal, 1, memory_order_relaxed);
+    }
+    tw__fence_heavy();
+    for (int i = 0; i < TW_OWNED_STRIPES; i++) {
+        tw_magazine *m = &r->mag[i];
+        /* Acquire: pairs with the owner's release of busy; its last use
+         * of the magazine happens before ours. */
+        if (tw__rec_plant_no_handshake ||
+            !atomic_load_explicit(&m->busy, memory_order_acquire))
+            take_from_magazine(r, m, from);
+        /* Release: the owner's next acquire of steal sees what we left. */
+        atomic_store_explicit(&m->steal, 0, memory_order_release);
+    }
+}
+
+/* How far past its chunk's first generation any record of chunk `top`
+ * (indexes below n, all FREE on its list) went. */
+static uint32_t gen_spread(tw_records *r, uint32_t top, uint32_t n)
+{
+    /* Relaxed: the trimmer's own word. */
+    uint32_t from = atomic_load_explicit(&r->chunk_gen[top], memory_order_relaxed);
+    uint32_t far = 0;
+    for (uint32_t i = chunk_base(top); i < n; i++) {
+        /* Relaxed: ordered by count_listed's acquire of the list's head. */
+        uint32_t d = tw__gen(atomic_load_explicit(&tw__rec(r, i)->state,
+                                                  memory_order_relaxed)) - from;
+        far = d > far ? d : far;
+    }
+    return far;
+}
+
+/* Chunks above the top hold no record handed out: only the cursor's
+ * populating ahead (or a fresh index's lost race) made them. Their pages
+ * go back with the top's. */
+static void discard_above(tw_records *r, uint32_t top)
+{
+    for (uint32_t j = top + 1; j < TW_REC_CHUNKS; j++) {
+        /* Acquire: as in tw__rec (another thread may have made it). */
+        tw_record *c = atomic_load_explicit(&r->chunk[j], memory_order_acquire);
+        if (c)
+            (void)madvise(c, chunk_bytes(j), MADV_DONTNEED);
+    }
+}
+
+/* Every record of chunk `top` that was handed out is on its closed list:
+ * nobody else holds one, and none can be taken (see the top). Give its
+ * pages back and lower the mark to the chunk's start. */
+static void give_back(tw_records *r, uint32_t top, uint32_t n)
+{
+    uint32_t far = gen_spread(r, top, n);
+    if (far >= 1u << 31) {
+        r->keep_from = top; /* a hot chunk: keep it, and the 2^31 promise */
+        open_top(r, top);
+        return;
+    }
+    /* Relaxed: chunks are installed long before (records were handed out
+     * of this one) and never change. */
+    tw_record *c = atomic_load_explicit(&r->chunk[top], memory_order_relaxed);
+    tw_periodic *p = atomic_load_explicit(&r->periodic[top], memory_order_relaxed);
+    (void)madvise(c, chunk_bytes(top), MADV_DONTNEED);
+    if (p)
+        (void)madvise(p, periodic_bytes(top), MADV_DONTNEED);
+    discard_above(r, top);
+    uint32_t gen = atomic_load_explicit(&r->chunk_gen[top], memory_order_relaxed) + far + 1;
+    /* Relaxed: published by the seq_cst store of `next` below. */
+    atomic_store_explicit(&r->chunk_gen[top], gen ? gen : 1, memory_order_relaxed);
+    /* Seq_cst: empty and open again. No pop or push can succeed on it
+     * meanwhile: a stale popper's CAS fails on the new tag. */
+    tw_rec_list *l = &r->list[top];
+    uint64_t head = atomic_load_explicit(&l->head, memory_order_relaxed);
+    atomic_store_explicit(&l->head, (head & ~(LIST_CLOSED | 0xffffffffull)) + LIST_TAG,
+                          memory_order_seq_cst);
+    if (r->on_grow) {
+        /* The populating thread is us (the cursor): populate the chunk
+         * again only when producers grow into it again. A producer raising
+         * prefault_want late (its fresh CAS landed before the close) costs
+         * at most TW_PREFAULT_AHEAD records populated again. */
+        uint32_t base = chunk_base(top);
+        r->prefault_done = r->prefault_done < base ? r->prefault_done : base;
+        /* Relaxed: only fresh indexes raise it, and they are shut. */
+        atomic_store_explicit(&r->prefault_want, r->prefault_done, memory_order_relaxed);
+    }
+    /* Seq_cst: reopens fresh indexes at the chunk's start; a fresh CAS
+     * that reads it sees the chunk's generation and its empty list. */
+    atomic_store_explicit(&r->next, chunk_base(top), memory_order_seq_cst);
+    /* Relaxed: a statistic. */
+    atomic_fetch_add_explicit(&r->given_back, 1, memory_order_relaxed);
+}
+
+/* Count the records pushed on the closed top's list since the last trim.
+ * With pops shut out the list only grows at its head, and the records
+ * under the head we saw last time do not change: the walk stops there. */
+static void count_listed(tw_records *r, uint32_t top)
+{
+    /* Acquire: the pushers' links and FREE states (their release CASes,
+     * and the RMWs after them continue the release sequence). */
+    uint64_t head = atomic_load_explicit(&r->list[top].head, memory_order_acquire);
+    uint32_t at = (uint32_t)head;
+    while (at && at != r->seen_top) {
+        r->listed++;
+        /* Relaxed: ordered by the acquire above. */
+        at = (uint32_t)atomic_load_explicit(&tw__rec(r, at - 1)->deadline,
+                                            memory_order_relaxed);
+    }
+    r->seen_top = (uint32_t)head;
+}
+
+/* The top chunk is closed: empty the magazines of it, and give it back if
+ * all of it is on its list. True while it may still drain. */
+static bool drain_top(tw_records *r, uint64_t w)
+{
+    uint32_t n = next_index(w);
+    uint32_t top = chunk_index(n - 1);
+    uint32_t before = r->listed;
+    steal_magazines(r, chunk_base(top));
+    count_listed(r, top);
+    if (r->listed == n - chunk_base(top)) {
+        give_back(r, top, n);
+        return true; /* the chunk below may follow at the next trim */
+    }
+    r->stuck = r->listed == before ? r->stuck + 1 : 0;
+    return r->stuck < 3; /* a pending timer holds it: stop coming back */
+}
+
+static bool trim_locked(tw_records *r, uint64_t in_use)
+{
+    /* Seq_cst: TW_REC_SHUT changes only under our lock; n may grow. */
+    uint64_t w = atomic_load_explicit(&r->next, memory_order_seq_cst);
+    uint32_t n = next_index(w);
+    if (n == 0)
+        return false;
+    if (!(w & TW_REC_SHUT)) {
+        uint32_t top = chunk_index(n - 1);
+        bool reopened = r->reopened;
+        r->reopened = false;
+        if (top < TW_REC_KEEP_CHUNKS || top >= r->keep_from || reopened ||
+            in_use > chunk_base(top) / 2) {
+            r->quiet = 0;
+            return false;
+        }
+        if (++r->quiet < 2)
+            return true; /* little used at two trims in a row */
+        w = close_top(r); /* the top may have grown meanwhile: still >= ours */
+    }
+    return drain_top(r, w);
+}
+
+bool tw__rec_trim(tw_records *r, uint64_t in_use)
+{
+    pthread_mutex_lock(&r->shrink_lock);
+    bool more = trim_locked(r, in_use);
+    pthread_mutex_unlock(&r->shrink_lock);
+    return more;
 }
 
 /*

@@ -1031,9 +1031,10 @@ bool tw__wheel_trim(tw_service *s, uint64_t *at)
         for (size_t i = 0; i < nlists; i++)
             tw__vec_trim(lists[i]);
         tw__pool_trim(s);
+        w->rec_trimming = tw__rec_trim(&s->rec, tw__pending(s));
     }
     *at = w->trim_at;
-    bool above = tw__pool_above_keep(s);
+    bool above = w->rec_trimming || tw__pool_above_keep(s);
     for (size_t i = 0; i < nlists && !above; i++)
         above = tw__vec_above_keep(lists[i]);
     return above;
@@ -1351,10 +1352,19 @@ static int check_entries(check_ctx *x, tw_slot *sl, uint64_t epoch, bool late)
             return fail(x, "entry %llu past count holds %llx (epoch %llu)", p, v, epoch);
         if (p < n) {
             uint32_t idx = (uint32_t)v;
-            if (idx >= x->high)
-                return fail(x, "entry names record %llu beyond %llu%llu", idx, x->high, 0);
             tw_record *rec = tw__rec(&x->s->rec, idx);
+            if (!rec)
+                return fail(x, "entry names record %llu of no chunk (top %llu)%llu", idx,
+                            x->high, 0);
             uint64_t st = atomic_load_explicit(&rec->state, memory_order_acquire);
+            if (idx >= x->high) {
+                /* Above the table's top: a stale entry into a chunk given
+                 * back (records.c), whose records read FREE. */
+                if (tw__st(st) != TW_ST_FREE)
+                    return fail(x, "entry names record %llu beyond %llu in state %llu", idx,
+                                x->high, tw__st(st));
+                continue;
+            }
             if (tw__st(st) == TW_ST_PENDING && tw__entry_tag(v) == tw__rec_tag(rec, st)) {
                 x->current[idx]++;
                 if (x->first_epoch[idx] > epoch)
@@ -1427,19 +1437,31 @@ static int check_records(check_ctx *x, uint64_t *pending)
     return 0;
 }
 
-static int check_free_list(check_ctx *x)
+static int check_free_list(check_ctx *x, uint32_t j)
 {
-    uint64_t head = atomic_load_explicit(&x->s->rec.free_head, memory_order_acquire);
+    uint64_t head = atomic_load_explicit(&x->s->rec.list[j].head, memory_order_acquire);
     uint32_t top = (uint32_t)head, steps = 0;
     while (top) {
         if (top - 1 >= x->high || ++steps > x->high)
-            return fail(x, "free list broken at %llu (%llu steps)%llu", top - 1, steps, 0);
+            return fail(x, "free list %llu broken at %llu (%llu steps)", j, top - 1, steps);
+        if (tw__rec_chunk(top - 1) != j)
+            return fail(x, "free list %llu holds record %llu of another chunk%llu", j, top - 1, 0);
         tw_record *rec = tw__rec(&x->s->rec, top - 1);
         uint64_t st = atomic_load_explicit(&rec->state, memory_order_acquire);
         if (tw__st(st) != TW_ST_FREE)
             return fail(x, "record %llu on the free list in state %llu%llu", top - 1,
                         tw__st(st), 0);
         top = (uint32_t)atomic_load_explicit(&rec->deadline, memory_order_acquire);
+    }
+    return 0;
+}
+
+static int check_free_lists(check_ctx *x)
+{
+    for (uint32_t j = 0; j < TW_REC_CHUNKS; j++) {
+        int rc = check_free_list(x, j);
+        if (rc)
+            return rc;
     }
     return 0;
 }
@@ -1466,7 +1488,7 @@ int tw__check(tw_service *s, char *buf, size_t len)
     if (!rc)
         rc = check_records(&x, &pending);
     if (!rc)
-        rc = check_free_list(&x);
+        rc = check_free_lists(&x);
     if (!rc) {
         tw_stats st;
         tw_stats_get(s, &st);

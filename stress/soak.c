@@ -288,11 +288,11 @@ static void account(producer *p, uint64_t *dropped)
 }
 
 /* Records the table has handed out (never-used ones start there): it
- * grows only when the free list is empty, so it tracks the most timers
- * alive at once. Relaxed: a statistic. */
+ * grows only when the free lists are empty, and shrinks when its top chunk
+ * is given back, so it tracks the most timers alive at once lately. */
 static uint64_t records_made(tw_service *s)
 {
-    return atomic_load_explicit(&s->rec.next_unused, memory_order_relaxed);
+    return tw__records_high(&s->rec);
 }
 
 /* Bytes the process has allocated and not freed (glibc's count, the
