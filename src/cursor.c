@@ -169,8 +169,7 @@ static void cursor_sleep(tw_service *s, uint64_t cur)
     int32_t seq = atomic_load_explicit(&s->wake_seq, memory_order_seq_cst);
     /* Before the plan, and also when a timer is due every tick: a cursor
      * that is never idle still gives a burst's memory back (wheel.c). */
-    uint64_t trim_at;
-    bool trimming = tw__wheel_trim(s, &trim_at);
+    tw__wheel_trim(s);
     uint64_t w = tw__wheel_next_work(s);
     if (w <= cur + 1) {
         tw__clock_sleep_until_service(s, tick_start(s, cur + 1));
@@ -191,7 +190,8 @@ static void cursor_sleep(tw_service *s, uint64_t cur)
         uint64_t soon = cur + 1 + TW_RETIRE_POLL_NS / s->cfg.tick_ns;
         w = w < soon ? w : soon;
     }
-    if (trimming) {
+    uint64_t trim_at;
+    if (tw__wheel_trim_due(s, &trim_at)) {
         /* A burst's lists and batches are given back a period or two
          * after it (wheel.c): come back for them, then sleep for good. */
         uint64_t then = tw__tick_floor(s, trim_at - s->origin) + 1;

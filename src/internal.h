@@ -293,9 +293,12 @@ tw_record *tw__rec_of(const tw_records *r, tw_timer t);
 uint32_t tw__records_high(const tw_records *r); /* indexes handed out (the table's top) */
 /* Once per trim period (the drainer, wheel.c tw__wheel_trim): close the top
  * chunk once it is little used (in_use: the timers pending), give it back
- * once all of it is free.
- * True while that is under way (the idle cursor comes back for it). */
-bool tw__rec_trim(tw_records *r, uint64_t in_use);
+ * once all of it is free. */
+void tw__rec_trim(tw_records *r, uint64_t in_use);
+/* The trimming thread: whether a trim may still give something back (the
+ * top is little used, or closed and draining); the idle cursor comes back
+ * for it while so. */
+bool tw__rec_may_trim(tw_records *r, uint64_t in_use);
 extern bool tw__rec_plant_no_handshake; /* stress/table_shrink.c only */
 /* Bytes of record chunks below the table's top (tests, soak). */
 size_t tw__rec_table_bytes(const tw_records *r);
@@ -621,7 +624,6 @@ typedef struct tw_wheel {
     uint64_t trim_at;        /* service clock: the next trim of the lists and the
                                 workers' batches (tw__wheel_trim) */
     uint64_t trim_period;    /* TW_TRIM_PERIOD_NS (tests: tw__trim_period_override) */
-    bool rec_trimming;       /* the record table's top is being given back (records.c) */
     tw_segs segs;            /* detached segments on their way to free (segments.c) */
 } tw_wheel;
 
@@ -655,12 +657,14 @@ void tw__wheel_claim_early(tw_service *s, uint64_t T);
  * entries than twice the pending timers plus compact_slack. True if
  * it is still over after this round (call again soon). */
 bool tw__wheel_maintain(tw_service *s);
-/* Drainer (the idle cursor, or tw_advance): at each trim period's end,
- * give back what a burst grew and the last two periods did not need (the
- * lists, the workers' spare batches).
- * True while something is still above what it keeps: the idle cursor
- * comes back at *at (the service clock) to look again. */
-bool tw__wheel_trim(tw_service *s, uint64_t *at);
+/* Drainer (the cursor once per loop, or tw_advance): at each trim
+ * period's end, give back what a burst grew and the last two periods did
+ * not need (the lists, the workers' spare batches, the record table's top). */
+void tw__wheel_trim(tw_service *s);
+/* True while something is above what it keeps, or the record table could
+ * give its top back: the idle cursor comes back at *at (the service
+ * clock), the next trim, to look again. */
+bool tw__wheel_trim_due(tw_service *s, uint64_t *at);
 /* Entries the wheel holds, from the reservation counts (drainer only). */
 uint64_t tw__wheel_entries_estimate(tw_service *s);
 /* A tick at or before the due tick of every pending timer (UINT64_MAX:

@@ -816,7 +816,7 @@ static void count_listed(tw_records *r, uint32_t top)
 
 /* The top chunk is closed: empty the magazines of it, and give it back if
  * all of it is on its list. True while it may still drain. */
-static bool drain_top(tw_records *r, uint64_t w)
+static void drain_top(tw_records *r, uint64_t w)
 {
     uint32_t n = next_index(w);
     uint32_t top = chunk_index(n - 1);
@@ -825,41 +825,58 @@ static bool drain_top(tw_records *r, uint64_t w)
     count_listed(r, top);
     if (r->listed == n - chunk_base(top)) {
         give_back(r, top, n);
-        return true; /* the chunk below may follow at the next trim */
+        return; /* the chunk below may follow at the next trim */
     }
     r->stuck = r->listed == before ? r->stuck + 1 : 0;
-    return r->stuck < 3; /* a pending timer holds it: stop coming back */
 }
 
-static bool trim_locked(tw_records *r, uint64_t in_use)
+/* Whether the top chunk is little used: at most half of what the chunks
+ * below it hold is pending. */
+static bool top_little_used(const tw_records *r, uint32_t n, uint64_t in_use)
+{
+    uint32_t top = chunk_index(n - 1);
+    return top >= TW_REC_KEEP_CHUNKS && top < r->keep_from && in_use <= chunk_base(top) / 2;
+}
+
+static void trim_locked(tw_records *r, uint64_t in_use)
 {
     /* Seq_cst: TW_REC_SHUT changes only under our lock; n may grow. */
     uint64_t w = atomic_load_explicit(&r->next, memory_order_seq_cst);
     uint32_t n = next_index(w);
     if (n == 0)
-        return false;
+        return;
     if (!(w & TW_REC_SHUT)) {
-        uint32_t top = chunk_index(n - 1);
         bool reopened = r->reopened;
         r->reopened = false;
-        if (top < TW_REC_KEEP_CHUNKS || top >= r->keep_from || reopened ||
-            in_use > chunk_base(top) / 2) {
+        if (reopened || !top_little_used(r, n, in_use)) {
             r->quiet = 0;
-            return false;
+            return;
         }
         if (++r->quiet < 2)
-            return true; /* little used at two trims in a row */
+            return; /* little used at two trims in a row */
         w = close_top(r); /* the top may have grown meanwhile: still >= ours */
     }
-    return drain_top(r, w);
+    drain_top(r, w);
 }
 
-bool tw__rec_trim(tw_records *r, uint64_t in_use)
+void tw__rec_trim(tw_records *r, uint64_t in_use)
 {
     pthread_mutex_lock(&r->shrink_lock);
-    bool more = trim_locked(r, in_use);
+    trim_locked(r, in_use);
     pthread_mutex_unlock(&r->shrink_lock);
-    return more;
+}
+
+bool tw__rec_may_trim(tw_records *r, uint64_t in_use)
+{
+    /* Relaxed: a hint for the idle cursor's plan; stuck and keep_from are
+     * written by this thread (the trimmer). */
+    uint64_t w = atomic_load_explicit(&r->next, memory_order_relaxed);
+    uint32_t n = next_index(w);
+    if (n == 0)
+        return false;
+    if (w & TW_REC_SHUT)
+        return r->stuck < 3; /* a pending timer holds it: stop coming back */
+    return top_little_used(r, n, in_use);
 }
 
 /*

@@ -1020,22 +1020,27 @@ static uint64_t compact_grown(tw_service *s, uint64_t c)
 
 uint64_t tw__trim_period_override; /* tests (test_trim.c) */
 
-bool tw__wheel_trim(tw_service *s, uint64_t *at)
+void tw__wheel_trim(tw_service *s)
 {
     tw_wheel *w = &s->wheel;
     tw_vec *lists[] = {&w->taken, &w->due, &w->spare, &w->staged};
-    size_t nlists = sizeof lists / sizeof lists[0];
     uint64_t now = tw__clock_read(s);
-    if (now >= w->trim_at) {
-        w->trim_at = now + w->trim_period;
-        for (size_t i = 0; i < nlists; i++)
-            tw__vec_trim(lists[i]);
-        tw__pool_trim(s);
-        w->rec_trimming = tw__rec_trim(&s->rec, tw__pending(s));
-    }
+    if (now < w->trim_at)
+        return;
+    w->trim_at = now + w->trim_period;
+    for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++)
+        tw__vec_trim(lists[i]);
+    tw__pool_trim(s);
+    tw__rec_trim(&s->rec, tw__pending(s));
+}
+
+bool tw__wheel_trim_due(tw_service *s, uint64_t *at)
+{
+    tw_wheel *w = &s->wheel;
+    const tw_vec *lists[] = {&w->taken, &w->due, &w->spare, &w->staged};
     *at = w->trim_at;
-    bool above = w->rec_trimming || tw__pool_above_keep(s);
-    for (size_t i = 0; i < nlists && !above; i++)
+    bool above = tw__pool_above_keep(s) || tw__rec_may_trim(&s->rec, tw__pending(s));
+    for (size_t i = 0; i < sizeof lists / sizeof lists[0] && !above; i++)
         above = tw__vec_above_keep(lists[i]);
     return above;
 }

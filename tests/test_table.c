@@ -294,7 +294,10 @@ static void idle_magazine_does_not_pin_the_top(void **state)
  * back at the trim period until the top is given back, then sleeps. With
  * `busy`, a periodic timer due every tick keeps the cursor from ever being
  * idle, and it gives the top back all the same. */
-static void cursor_gives_the_top_back(bool busy)
+/* spread: the timers fall due over 200 ticks, so that no step grows the
+ * drainer's lists or the workers' batches past what they keep: only the
+ * table brings the idle cursor back. */
+static void cursor_gives_the_top_back(bool busy, bool spread)
 {
     tw_config cfg;
     tw_config_init(&cfg);
@@ -314,7 +317,7 @@ static void cursor_gives_the_top_back(bool busy)
     assert_true(tw__records_high(&s->rec) >= BURST);
     assert_true(resident_in_chunk(s, 6) > 0);
     for (uint32_t i = 0; i < BURST; i++)
-        ASSERT_RC(tw_reschedule(s, h[i], T_MS), TW_OK);
+        ASSERT_RC(tw_reschedule(s, h[i], spread ? (1 + i % 200) * T_MS : T_MS), TW_OK);
     uint64_t deadline = tw_now(s) + 60 * T_S;
     while (tw__records_high(&s->rec) > KEPT && tw_now(s) < deadline)
         t_sleep_ns(50 * T_MS);
@@ -344,13 +347,19 @@ static void cursor_gives_the_top_back(bool busy)
 static void idle_cursor_gives_the_top_back(void **state)
 {
     (void)state;
-    cursor_gives_the_top_back(false);
+    cursor_gives_the_top_back(false, false);
 }
 
 static void busy_cursor_gives_the_top_back(void **state)
 {
     (void)state;
-    cursor_gives_the_top_back(true);
+    cursor_gives_the_top_back(true, false);
+}
+
+static void idle_cursor_comes_back_for_the_table_alone(void **state)
+{
+    (void)state;
+    cursor_gives_the_top_back(false, true);
 }
 
 int main(void)
@@ -363,6 +372,7 @@ int main(void)
         cmocka_unit_test(idle_magazine_does_not_pin_the_top),
         cmocka_unit_test(idle_cursor_gives_the_top_back),
         cmocka_unit_test(busy_cursor_gives_the_top_back),
+        cmocka_unit_test(idle_cursor_comes_back_for_the_table_alone),
     };
     return cmocka_run_group_tests(tests, no_huge_pages, NULL);
 }
