@@ -273,6 +273,8 @@ int  tw__rec_alloc(tw_records *r, uint32_t *idx, tw_record **rec, uint64_t *stat
 void tw__rec_free(tw_records *r, uint32_t idx, uint64_t old_state);
 /* Push a record whose state word the caller already CAS-ed to FREE. */
 void tw__rec_push_free(tw_records *r, uint32_t idx);
+/* The same for n records (n <= TW_MAGAZINE). */
+void tw__rec_push_free_many(tw_records *r, const uint32_t *idx, uint32_t n);
 uint64_t tw__rec_free_state(uint64_t old_state); /* FREE, next generation */
 /* The populating thread (the cursor): fault in the next piece of the
  * records the producers asked for ahead of the high-water mark. Returns

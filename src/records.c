@@ -614,19 +614,26 @@ uint64_t tw__rec_free_state(uint64_t old_state)
 /* A full magazine hands half of itself to the shared lists (one CAS per
  * chunk it spans), so a thread that only frees (a worker running a burst)
  * pays a contended RMW per TW_MAGAZINE / 2 records, not one per record. */
-void tw__rec_push_free(tw_records *r, uint32_t idx)
+void tw__rec_push_free_many(tw_records *r, const uint32_t *idx, uint32_t n)
 {
     tw_magazine *m = mag_enter(r);
     if (!m) {
-        push_shared(r, &idx, 1);
+        push_shared(r, idx, n);
         return;
     }
-    if (m->n == TW_MAGAZINE) {
-        m->n -= TW_MAGAZINE / 2;
-        push_shared(r, &m->idx[m->n], TW_MAGAZINE / 2);
+    for (uint32_t i = 0; i < n; i++) {
+        if (m->n == TW_MAGAZINE) {
+            m->n -= TW_MAGAZINE / 2;
+            push_shared(r, &m->idx[m->n], TW_MAGAZINE / 2);
+        }
+        m->idx[m->n++] = idx[i]; /* FREE already; ours until we hand it out */
     }
-    m->idx[m->n++] = idx; /* FREE already; ours until we hand it out */
     mag_leave(m);
+}
+
+void tw__rec_push_free(tw_records *r, uint32_t idx)
+{
+    tw__rec_push_free_many(r, &idx, 1);
 }
 
 void tw__rec_free(tw_records *r, uint32_t idx, uint64_t old_state)
