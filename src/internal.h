@@ -58,6 +58,8 @@ enum {
     TW_INJ_CASCADE,         /* entry taken, not yet re-placed or claimed */
     TW_INJ_SEG_INSTALL,     /* segment made (or taken from the cache), not
                                yet installed */
+    TW_INJ_STEAL,           /* a stealer read a worker's batch pointer, not
+                               yet the batch */
     TW_INJ_POINTS
 };
 
@@ -742,6 +744,8 @@ typedef struct tw_worker {
     uint32_t idx;
     _Atomic(tw_batch *) cur;
     _Atomic uint32_t starting;   /* its gate (pause.c) */
+    _Atomic uint32_t stealing;   /* it may hold another worker's batch pointer
+                                    (steal_one; tw__pool_trim waits for 0) */
 } TW_ALIGNED tw_worker;
 
 typedef struct tw_pool {
@@ -754,6 +758,8 @@ typedef struct tw_pool {
     size_t step_handed;          /* drainer: batches handed out in this step */
     size_t peak, peak_prev;      /* drainer: the most handed out in one step,
                                     this trim period and the one before */
+    struct cds_wfcq_node *retired; /* drainer: trimmed batches a stealer may
+                                    still read (linked through node.next) */
     _Atomic int32_t work_seq;    /* futex word: bumped on every enqueue */
     _Atomic uint32_t sleepers;   /* workers in (or going into) futex_wait */
     _Atomic bool quit;

@@ -459,23 +459,54 @@ static tw_batch *batch_get(tw_pool *p)
     return b;
 }
 
+/* Free the batches trimmed so far, unless a worker is stealing: a stealer
+ * may have read a batch's pointer from a worker's `cur` just before its
+ * owner gave it back, and reads the batch after (batch_steal). Batches
+ * were freed at once until this was seen: a stealer preempted between the
+ * two for a trim period read freed memory. The owner clears `cur`
+ * (seq_cst) before it gives the batch back, and a stealer raises
+ * `stealing` (seq_cst) before it reads `cur`: if we read every worker's
+ * `stealing` as 0 after taking the batch, a stealer that read the batch's
+ * pointer has lowered it again, and a later one reads `cur` after the
+ * clear. Else they wait for the next trim (a steal lasts microseconds). */
+static void free_retired(tw_pool *p)
+{
+    if (!p->retired)
+        return;
+    for (uint32_t i = 0; i < p->nworkers; i++) {
+        /* Seq_cst: see above. */
+        if (atomic_load_explicit(&p->worker[i].stealing, memory_order_seq_cst))
+            return;
+    }
+    int64_t n = 0;
+    for (struct cds_wfcq_node *node = p->retired, *next; node; node = next) {
+        next = node->next;
+        free(caa_container_of(node, tw_batch, node)); /* ours: no arena lock met */
+        n++;
+    }
+    p->retired = NULL;
+    made_add(p, -n);
+}
+
 void tw__pool_trim(tw_service *s)
 {
     tw_pool *p = &s->pool;
+    free_retired(p); /* what the last trim took, if no stealer held on */
     size_t need = p->peak > p->peak_prev ? p->peak : p->peak_prev;
     p->peak_prev = p->peak;
     p->peak = 0;
     uint64_t keep = 2 * need > TW_BATCH_KEEP ? 2 * need : TW_BATCH_KEEP;
-    while (made_of(p) > keep) {
+    for (uint64_t made = made_of(p); made > keep; made--) {
         /* As in batch_get: the drainer alone dequeues spare batches. The
          * rest are still being run; a later trim finds them back. */
         struct cds_wfcq_node *node =
             __cds_wfcq_dequeue_blocking(&p->spare_head, &p->spare_tail);
         if (!node)
             break;
-        free(caa_container_of(node, tw_batch, node)); /* ours: no arena lock met */
-        made_add(p, -1);
+        node->next = p->retired;
+        p->retired = node;
     }
+    free_retired(p);
 }
 
 bool tw__pool_above_keep(tw_service *s)
@@ -660,24 +691,31 @@ static bool batch_steal(tw_batch *b, tw_timer *h)
 }
 
 /* Take one handle from another worker's batch; *more: some remain there. */
-static bool steal_one(tw_service *s, const tw_worker *me, tw_timer *h, bool *more)
+static bool steal_one(tw_service *s, tw_worker *me, tw_timer *h, bool *more)
 {
     tw_pool *p = &s->pool;
-    for (uint32_t k = 1; k < p->nworkers; k++) {
+    bool took = false;
+    /* Seq_cst: before we read any worker's cur, against the trim's look
+     * at it (free_retired). */
+    atomic_store_explicit(&me->stealing, 1, memory_order_seq_cst);
+    for (uint32_t k = 1; k < p->nworkers && !took; k++) {
         tw_worker *w = &p->worker[(me->idx + k) % p->nworkers];
         /* Seq_cst: the sleeper's half of the pairing with the owner's
          * publish (see above). */
         tw_batch *b = atomic_load_explicit(&w->cur, memory_order_seq_cst);
+        TW_INJECT(TW_INJ_STEAL);
         if (b && batch_steal(b, h)) {
             *more = (uint32_t)atomic_load_explicit(&b->take, memory_order_relaxed) >
                     atomic_load_explicit(&b->lo, memory_order_relaxed);
-            return true;
+            took = true;
         }
     }
-    return false;
+    /* Release: our reads of the batch come before a trim that sees 0. */
+    atomic_store_explicit(&me->stealing, 0, memory_order_release);
+    return took;
 }
 
-static void run_stolen(tw_service *s, const tw_worker *me)
+static void run_stolen(tw_service *s, tw_worker *me)
 {
     tw_timer h;
     bool more;
@@ -714,8 +752,10 @@ static void run_batch(tw_service *s, tw_worker *me, tw_batch *b)
         run_handle(s, atomic_load_explicit(&b->h[i], memory_order_relaxed), &ctx);
     }
     run_ctx_done(&ctx);
-    /* Release: stealers that still see the batch read a finished one. */
-    atomic_store_explicit(&me->cur, NULL, memory_order_release);
+    /* Release: stealers that still see the batch read a finished one.
+     * Seq_cst: before the give-back, against a trim's look at stealers
+     * (free_retired); one locked store per batch. */
+    atomic_store_explicit(&me->cur, NULL, memory_order_seq_cst);
     batch_give_back(&s->pool, b);
 }
 
@@ -825,6 +865,7 @@ int tw__pool_start(tw_service *s, uint32_t nthreads)
     cds_wfcq_init(&p->head, &p->tail);
     cds_wfcq_init(&p->spare_head, &p->spare_tail);
     atomic_init(&p->made, 0);
+    p->retired = NULL;
     atomic_init(&p->work_seq, 0);
     atomic_init(&p->sleepers, 0);
     atomic_init(&p->quit, false);
@@ -841,6 +882,7 @@ int tw__pool_start(tw_service *s, uint32_t nthreads)
         p->worker[i].idx = i;
         atomic_init(&p->worker[i].cur, NULL);
         atomic_init(&p->worker[i].starting, 0);
+        atomic_init(&p->worker[i].stealing, 0);
     }
     p->nworkers = nthreads; /* seen by every worker: written before they start */
     for (uint32_t i = 0; i < nthreads; i++) {
@@ -871,6 +913,11 @@ void tw__pool_quit(tw_service *s)
     for (struct cds_wfcq_node *node;
          (node = __cds_wfcq_dequeue_blocking(&p->spare_head, &p->spare_tail));)
         free(caa_container_of(node, tw_batch, node));
+    for (struct cds_wfcq_node *node = p->retired, *next; node; node = next) {
+        next = node->next;
+        free(caa_container_of(node, tw_batch, node)); /* the workers are joined */
+    }
+    p->retired = NULL;
     atomic_store_explicit(&p->made, 0, memory_order_relaxed); /* tw_stop: alone */
     free(p->threads);
     p->threads = NULL;
