@@ -728,15 +728,28 @@ static inline uint64_t tw__ceil_div(uint64_t a, uint64_t b) { return a / b + (a 
 #define TW_BATCH_MIN 64 /* see tw__deliver */
 /* Due handles for one worker, which runs them from the front while idle
  * workers may take them from the back (workers.c, stealing). */
+struct tw_batch_slab;
 typedef struct tw_batch {
     struct cds_wfcq_node node;
     _Atomic uint32_t lo;   /* owner: the next index it runs (stealers read it) */
     _Atomic uint64_t take; /* gen (32) | hi (32): indexes < hi are left to run;
                               stealers CAS hi down, the drainer stores a new gen
                               when it fills the batch again */
+    struct tw_batch_slab *slab; /* the mapping it lives in (set once) */
     _Atomic tw_timer h[TW_BATCH]; /* atomic: a stealer with a stale pointer may
                               read while the drainer fills (relaxed) */
 } tw_batch;
+
+/* Batches are mapped TW_SLAB_BATCHES at a time (workers.c): a slab whose
+ * batches are all back is unmapped whole, so a burst's batches go back to
+ * the system, not into malloc's free lists. The drainer's alone. */
+#define TW_SLAB_BATCHES 32
+typedef struct tw_batch_slab {
+    struct tw_batch_slab *next, *prev; /* the pool's slabs */
+    struct cds_wfcq_node *free;        /* its batches not handed out (node.next) */
+    uint32_t nfree;
+    tw_batch b[TW_SLAB_BATCHES];
+} tw_batch_slab;
 
 /* A worker thread's own line: the batch it is running, for stealers. */
 typedef struct tw_worker {
@@ -753,13 +766,15 @@ typedef struct tw_pool {
     struct cds_wfcq_tail tail;
     struct cds_wfcq_head spare_head; /* run batches, back for reuse: workers */
     struct cds_wfcq_tail spare_tail; /* enqueue, the drainer alone dequeues */
-    _Atomic uint64_t made;       /* batches allocated, not yet freed: the drainer
-                                    writes, tests read */
+    _Atomic uint64_t made;       /* batches mapped (slabs x TW_SLAB_BATCHES): the
+                                    drainer writes, tests read */
     size_t step_handed;          /* drainer: batches handed out in this step */
     size_t peak, peak_prev;      /* drainer: the most handed out in one step,
                                     this trim period and the one before */
-    struct cds_wfcq_node *retired; /* drainer: trimmed batches a stealer may
-                                    still read (linked through node.next) */
+    tw_batch_slab *slabs;        /* drainer: every slab mapped */
+    uint32_t nslabs;             /* drainer: how many */
+    tw_batch_slab *retired;      /* drainer: slabs trimmed, which a stealer may
+                                    still read (linked through next) */
     _Atomic int32_t work_seq;    /* futex word: bumped on every enqueue */
     _Atomic uint32_t sleepers;   /* workers in (or going into) futex_wait */
     _Atomic bool quit;
@@ -787,7 +802,7 @@ void tw__pool_fini(tw_service *s);  /* tw_destroy: what tw__pool_quit keeps */
  * two periods' largest step needed. */
 void tw__pool_trim(tw_service *s);
 bool tw__pool_above_keep(tw_service *s); /* more batches made than kept */
-#define TW_BATCH_KEEP 64u /* spare batches (132 KiB) always kept */
+#define TW_BATCH_KEEP 64u /* batches (two slabs, 136 KiB) always kept */
 /* Wait until timer h is not running (spin, then sleep). */
 void tw__wait_not_running(tw_service *s, tw_record *rec, uint32_t gen);
 /* Periodic: compute and arm the next run after the run that was due at

@@ -45,6 +45,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <time.h>
 #include <urcu/futex.h>
@@ -424,24 +425,92 @@ static void pool_enqueue(tw_service *s, tw_batch *b)
 }
 
 /* Relaxed: the drainer is the only writer; tests read a statistic. */
-static uint64_t made_of(tw_pool *p)
+static void made_note(tw_pool *p)
 {
-    return atomic_load_explicit(&p->made, memory_order_relaxed);
+    atomic_store_explicit(&p->made, (uint64_t)p->nslabs * TW_SLAB_BATCHES,
+                          memory_order_relaxed);
 }
 
-static void made_add(tw_pool *p, int64_t d)
+/* ---- batch memory (the drainer's) ------------------------------------------- */
+
+/* Batches live in slabs of TW_SLAB_BATCHES, mapped and unmapped whole.
+ * They were malloc'd one by one: after a burst the drainer freed them,
+ * and glibc kept the memory (2.9 MB after a million timers, 9 MB after
+ * three million: the kept batches pinned the arena's pages). Workers never
+ * free a batch either way: a free() of the drainer's malloc() from a worker
+ * took the drainer's malloc arena lock, and in a burst the two met there
+ * often enough that perf found a worker asleep on that lock for 15% of
+ * WL5; they give batches back to the spare queue, and the drainer alone
+ * takes them from there and puts them back in their slabs. */
+static void slab_link(tw_pool *p, tw_batch_slab *sl)
 {
-    atomic_store_explicit(&p->made, made_of(p) + (uint64_t)d, memory_order_relaxed);
+    sl->prev = NULL;
+    sl->next = p->slabs;
+    if (p->slabs)
+        p->slabs->prev = sl;
+    p->slabs = sl;
+    p->nslabs++;
 }
 
-/* A batch for the drainer to fill: one the workers gave back, else a new
- * one. Workers never free a batch: a free() of the drainer's malloc() from
- * a worker takes the drainer's malloc arena lock, and in a burst the two
- * met there often enough that perf found a worker asleep on that lock for
- * 15% of WL5. The drainer frees the spare batches that the last two trim
- * periods did not need (tw__pool_trim): a burst's batches (8 bytes per
- * timer of it) stay while bursts like it come back, not for the
- * service's life. */
+static void slab_unlink(tw_pool *p, tw_batch_slab *sl)
+{
+    if (sl->prev)
+        sl->prev->next = sl->next;
+    else
+        p->slabs = sl->next;
+    if (sl->next)
+        sl->next->prev = sl->prev;
+    p->nslabs--;
+}
+
+static tw_batch_slab *slab_map(tw_pool *p)
+{
+    void *m = mmap(NULL, sizeof(tw_batch_slab), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED)
+        return NULL;
+    tw_batch_slab *sl = m;
+    sl->free = NULL;
+    sl->nfree = TW_SLAB_BATCHES;
+    for (uint32_t i = TW_SLAB_BATCHES; i-- > 0;) {
+        tw_batch *b = &sl->b[i];
+        atomic_init(&b->lo, 0);
+        atomic_init(&b->take, 0);
+        b->slab = sl;
+        b->node.next = sl->free;
+        sl->free = &b->node;
+    }
+    slab_link(p, sl);
+    made_note(p);
+    return sl;
+}
+
+/* A slab with a batch not handed out, or a new one. A scan: a burst maps a
+ * slab per TW_SLAB_BATCHES batches, and the slabs are few (a million
+ * timers: 123). */
+static tw_batch *slab_take(tw_pool *p)
+{
+    tw_batch_slab *sl = p->slabs;
+    while (sl && !sl->nfree)
+        sl = sl->next;
+    if (!sl && !(sl = slab_map(p)))
+        return NULL;
+    struct cds_wfcq_node *node = sl->free;
+    sl->free = node->next;
+    sl->nfree--;
+    return caa_container_of(node, tw_batch, node);
+}
+
+static void slab_put(tw_batch *b)
+{
+    tw_batch_slab *sl = b->slab;
+    b->node.next = sl->free;
+    sl->free = &b->node;
+    sl->nfree++;
+}
+
+/* A batch for the drainer to fill: one the workers gave back, else one
+ * from a slab. */
 static tw_batch *batch_get(tw_pool *p)
 {
     p->step_handed++;
@@ -450,16 +519,10 @@ static tw_batch *batch_get(tw_pool *p)
     struct cds_wfcq_node *node = __cds_wfcq_dequeue_blocking(&p->spare_head, &p->spare_tail);
     if (node)
         return caa_container_of(node, tw_batch, node);
-    tw_batch *b = malloc(sizeof(tw_batch));
-    if (b) {
-        atomic_init(&b->lo, 0);
-        atomic_init(&b->take, 0);
-        made_add(p, 1);
-    }
-    return b;
+    return slab_take(p);
 }
 
-/* Free the batches trimmed so far, unless a worker is stealing: a stealer
+/* Unmap the slabs trimmed so far, unless a worker is stealing: a stealer
  * may have read a batch's pointer from a worker's `cur` just before its
  * owner gave it back, and reads the batch after (batch_steal). Batches
  * were freed at once until this was seen: a stealer preempted between the
@@ -469,7 +532,7 @@ static tw_batch *batch_get(tw_pool *p)
  * `stealing` as 0 after taking the batch, a stealer that read the batch's
  * pointer has lowered it again, and a later one reads `cur` after the
  * clear. Else they wait for the next trim (a steal lasts microseconds). */
-static void free_retired(tw_pool *p)
+static void unmap_retired(tw_pool *p)
 {
     if (!p->retired)
         return;
@@ -478,40 +541,49 @@ static void free_retired(tw_pool *p)
         if (atomic_load_explicit(&p->worker[i].stealing, memory_order_seq_cst))
             return;
     }
-    int64_t n = 0;
-    for (struct cds_wfcq_node *node = p->retired, *next; node; node = next) {
-        next = node->next;
-        free(caa_container_of(node, tw_batch, node)); /* ours: no arena lock met */
-        n++;
+    for (tw_batch_slab *sl = p->retired, *next; sl; sl = next) {
+        next = sl->next;
+        munmap(sl, sizeof *sl);
     }
     p->retired = NULL;
-    made_add(p, -n);
 }
 
+/* Trim period's end: put the spare batches back in their slabs, and
+ * unmap slabs none of whose batches is out, past what the last two
+ * periods' largest step needed (at least TW_BATCH_KEEP): a burst's
+ * batches (8 bytes per timer of it) stay while bursts like it come back,
+ * not for the service's life. */
 void tw__pool_trim(tw_service *s)
 {
     tw_pool *p = &s->pool;
-    free_retired(p); /* what the last trim took, if no stealer held on */
+    unmap_retired(p); /* what the last trim took, if no stealer held on */
     size_t need = p->peak > p->peak_prev ? p->peak : p->peak_prev;
     p->peak_prev = p->peak;
     p->peak = 0;
     uint64_t keep = 2 * need > TW_BATCH_KEEP ? 2 * need : TW_BATCH_KEEP;
-    for (uint64_t made = made_of(p); made > keep; made--) {
-        /* As in batch_get: the drainer alone dequeues spare batches. The
-         * rest are still being run; a later trim finds them back. */
-        struct cds_wfcq_node *node =
-            __cds_wfcq_dequeue_blocking(&p->spare_head, &p->spare_tail);
-        if (!node)
-            break;
-        node->next = p->retired;
-        p->retired = node;
+    if ((uint64_t)p->nslabs * TW_SLAB_BATCHES <= keep)
+        return;
+    /* As in batch_get: the drainer alone dequeues spare batches. The rest
+     * are still being run; a later trim finds them back. */
+    for (struct cds_wfcq_node *node;
+         (node = __cds_wfcq_dequeue_blocking(&p->spare_head, &p->spare_tail));)
+        slab_put(caa_container_of(node, tw_batch, node));
+    for (tw_batch_slab *sl = p->slabs, *next; sl; sl = next) {
+        next = sl->next;
+        if (sl->nfree == TW_SLAB_BATCHES &&
+            (uint64_t)(p->nslabs - 1) * TW_SLAB_BATCHES >= keep) {
+            slab_unlink(p, sl);
+            sl->next = p->retired;
+            p->retired = sl;
+        }
     }
-    free_retired(p);
+    made_note(p);
+    unmap_retired(p);
 }
 
 bool tw__pool_above_keep(tw_service *s)
 {
-    return made_of(&s->pool) > TW_BATCH_KEEP;
+    return (uint64_t)s->pool.nslabs * TW_SLAB_BATCHES > TW_BATCH_KEEP;
 }
 
 /* The end of a step's deliveries: its batches count towards the peak. */
@@ -865,7 +937,8 @@ int tw__pool_start(tw_service *s, uint32_t nthreads)
     cds_wfcq_init(&p->head, &p->tail);
     cds_wfcq_init(&p->spare_head, &p->spare_tail);
     atomic_init(&p->made, 0);
-    p->retired = NULL;
+    p->slabs = p->retired = NULL;
+    p->nslabs = 0;
     atomic_init(&p->work_seq, 0);
     atomic_init(&p->sleepers, 0);
     atomic_init(&p->quit, false);
@@ -884,6 +957,10 @@ int tw__pool_start(tw_service *s, uint32_t nthreads)
         atomic_init(&p->worker[i].starting, 0);
         atomic_init(&p->worker[i].stealing, 0);
     }
+    /* A slab ready before the first burst: mapping one and touching its
+     * pages took tens of microseconds off the first callback's start
+     * (WL5). Without memory, the first batch maps it (or runs inline). */
+    (void)slab_map(p);
     p->nworkers = nthreads; /* seen by every worker: written before they start */
     for (uint32_t i = 0; i < nthreads; i++) {
         int rc = tw__thread_start(&p->threads[i], worker_main, &p->worker[i], "tw-worker");
@@ -908,16 +985,22 @@ void tw__pool_quit(tw_service *s)
     for (uint32_t i = 0; i < p->nthreads; i++)
         pthread_join(p->threads[i], NULL);
     p->nthreads = 0;
-    for (tw_batch *b; (b = pool_take(p));)
-        free(b); /* every handle in it was dropped by the stop sweep */
-    for (struct cds_wfcq_node *node;
-         (node = __cds_wfcq_dequeue_blocking(&p->spare_head, &p->spare_tail));)
-        free(caa_container_of(node, tw_batch, node));
-    for (struct cds_wfcq_node *node = p->retired, *next; node; node = next) {
-        next = node->next;
-        free(caa_container_of(node, tw_batch, node)); /* the workers are joined */
+    while (pool_take(p)) {
+        /* every handle in it was dropped by the stop sweep */
     }
-    p->retired = NULL;
+    while (__cds_wfcq_dequeue_blocking(&p->spare_head, &p->spare_tail)) {
+    }
+    /* The workers are joined: no stealer is left. */
+    for (tw_batch_slab *sl = p->slabs, *next; sl; sl = next) {
+        next = sl->next;
+        munmap(sl, sizeof *sl);
+    }
+    for (tw_batch_slab *sl = p->retired, *next; sl; sl = next) {
+        next = sl->next;
+        munmap(sl, sizeof *sl);
+    }
+    p->slabs = p->retired = NULL;
+    p->nslabs = 0;
     atomic_store_explicit(&p->made, 0, memory_order_relaxed); /* tw_stop: alone */
     free(p->threads);
     p->threads = NULL;

@@ -2,26 +2,27 @@
  * runs them itself: each once, never early, though it claimed them a tick
  * ahead of their deadlines (default config: 1 ms tick, 2 workers).
  *
- * This executable is linked with --wrap=malloc: the library's malloc calls
- * come here, and while g_fail_batches is set an allocation of a batch's
- * size is refused. */
+ * This executable is linked with --wrap=mmap: the library's mmap calls
+ * come here, and while g_fail_batches is set a mapping of a slab of
+ * batches (workers.c) is refused. */
 #include "tw_test.h"
 
 #include <stdatomic.h>
+#include <sys/mman.h>
 
-void *__real_malloc(size_t n);
-void *__wrap_malloc(size_t n);
+void *__real_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off);
+void *__wrap_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off);
 
 static atomic_bool g_fail_batches;
 static atomic_uint g_refused;
 
-void *__wrap_malloc(size_t n)
+void *__wrap_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
-    if (n == sizeof(tw_batch) && atomic_load(&g_fail_batches)) {
+    if (len == sizeof(tw_batch_slab) && atomic_load(&g_fail_batches)) {
         atomic_fetch_add(&g_refused, 1);
-        return NULL;
+        return MAP_FAILED;
     }
-    return __real_malloc(n);
+    return __real_mmap(addr, len, prot, flags, fd, off);
 }
 
 typedef struct probe {
@@ -48,9 +49,9 @@ static void due_timers_run_without_batch_memory(void **state)
     (void)state;
     tw_config cfg;
     tw_config_init(&cfg); /* MONOTONIC, 1 ms tick, 2 workers: claims a tick ahead */
-    tw_service *s = t_service_cfg(&cfg);
     atomic_store(&g_refused, 0);
-    atomic_store(&g_fail_batches, true);
+    atomic_store(&g_fail_batches, true); /* from the start: no slab at all */
+    tw_service *s = t_service_cfg(&cfg);
     for (int i = 0; i < N; i++) {
         probe *p = &g_probe[i];
         uint64_t delay = (uint64_t)(1 + i % 20) * T_MS;
