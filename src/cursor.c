@@ -194,7 +194,8 @@ static void cursor_sleep(tw_service *s, uint64_t cur)
     if (tw__wheel_trim_due(s, &trim_at)) {
         /* A burst's lists and batches are given back a period or two
          * after it (wheel.c): come back for them, then sleep for good. */
-        uint64_t then = tw__tick_floor(s, trim_at - s->origin) + 1;
+        uint64_t then = trim_at > s->origin ? tw__tick_floor(s, trim_at - s->origin) + 1
+                                            : cur + 1; /* steps left: the next tick */
         w = w < then ? w : then;
     }
     if (may_prefault(s, cur, w)) {

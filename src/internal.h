@@ -198,6 +198,8 @@ typedef struct tw_magazine {
  * << 33 | closed << 32 | index + 1; closed: pops leave it alone). */
 typedef struct tw_rec_list {
     _Atomic uint64_t head;
+    _Atomic int32_t free_n; /* records on it: added after a push, taken off
+                               before a pop (records.c, giving the top back) */
 } TW_ALIGNED tw_rec_list;
 
 typedef struct tw_records {
@@ -223,8 +225,10 @@ typedef struct tw_records {
     uint32_t quiet;       /* under the lock: trims in a row the top chunk was little used */
     uint32_t stuck;       /* under the lock: trims in a row a closed chunk did not drain */
     uint32_t keep_from;   /* under the lock: chunks from here are never closed again */
-    uint32_t seen_top;    /* under the lock: the closed list's head (index + 1) at the last trim */
-    uint32_t listed;      /* under the lock: records counted on the closed list so far */
+    _Atomic uint32_t phase; /* written under the lock: TW_SHRINK_* (records.c) */
+    uint32_t step_at;     /* under the lock: the scan's next index, the discard's end (bytes / 4096) */
+    uint32_t far;         /* under the lock: the scan's furthest generation past chunk_gen */
+    int32_t  last_free;   /* under the lock: the closed list's count at the last trim */
     bool reopened;        /* under the lock: a producer needed the closed chunk */
     _Atomic uint64_t reopens;    /* statistics and tests */
     _Atomic uint64_t given_back; /* chunks given back; statistics and tests */
@@ -296,9 +300,12 @@ static inline uint32_t tw__handle_gen(tw_timer t) { return (uint32_t)(t >> 32); 
 tw_record *tw__rec_of(const tw_records *r, tw_timer t);
 uint32_t tw__records_high(const tw_records *r); /* indexes handed out (the table's top) */
 /* Once per trim period (the drainer, wheel.c tw__wheel_trim): close the top
- * chunk once it is little used (in_use: the timers pending), give it back
- * once all of it is free. */
+ * chunk once it is little used (in_use: the timers pending), and take its
+ * records out of the magazines. */
 void tw__rec_trim(tw_records *r, uint64_t in_use);
+/* Every loop of the drainer: a bounded step of giving the closed top back
+ * once all of it is free. True while a step remains (come back soon). */
+bool tw__rec_trim_step(tw_records *r);
 /* The trimming thread: whether a trim may still give something back (the
  * top is little used, or closed and draining); the idle cursor comes back
  * for it while so. */
@@ -628,6 +635,7 @@ typedef struct tw_wheel {
     uint64_t trim_at;        /* service clock: the next trim of the lists and the
                                 workers' batches (tw__wheel_trim) */
     uint64_t trim_period;    /* TW_TRIM_PERIOD_NS (tests: tw__trim_period_override) */
+    bool rec_stepping;       /* the record table's give-back has steps left */
     tw_segs segs;            /* detached segments on their way to free (segments.c) */
 } tw_wheel;
 

@@ -45,8 +45,9 @@
  * Giving the top back. The table used to keep its high-water mark: a burst
  * of a million timers left 40 MB of records for the service's life, reused
  * but never returned. Lowest-first pops let the top chunk fall idle once
- * fewer timers are pending; the drainer then gives it back, once per trim
- * period (tw__rec_trim, under shrink_lock):
+ * fewer timers are pending; the drainer then gives it back (under
+ * shrink_lock; decisions once per trim period in tw__rec_trim, the work in
+ * bounded steps, one per drainer loop, in tw__rec_trim_step):
  *   1. Close: when the timers pending stayed at most half of what the
  *      chunks below the top hold for two trims in a row, the top chunk
  *      (from TW_REC_KEEP_CHUNKS up) is closed: TW_REC_SHUT in `next` stops
@@ -54,24 +55,34 @@
  *      lands after it), and the closed bit in its list's head stops pops
  *      (a pop's CAS fails on it). Records freed into it still go there.
  *   2. Drain: the records in use come back as their timers end. Those
- *      that sit in magazines are taken out by the trimmer (below).
- *   3. Give back: once the chunk's list holds every record handed out of
- *      it, nobody else holds one, and none can be taken: a pop that read
- *      the head before the close fails its CAS on the closed bit. The
- *      trimmer counts the list by walking it: with pops shut out it only
- *      grows at its head, so each trim walks only what was pushed since
- *      the last (count_listed). It reads every record's generation, gives
- *      the pages back (MADV_DONTNEED), and lowers the high-water mark to
- *      the chunk's start. A stale handle then finds nothing (beyond the
- *      mark), or zeros (generation 0, never a handle's); a stale slot
- *      entry reads a FREE record and is dropped, as any stale entry is.
- *      When the chunk is used again, its records start past the furthest
- *      generation any of them reached (chunk_gen), so a stale handle is
- *      mistaken only after 2^31 reuses or more of its record (a chunk whose
- *      generations spread wider is kept instead).
- *   A producer that needs a record while the top is closed, and finds none
- *   below it, reopens it (reopen: the lock, a rare path) and takes one. A
- *   chunk stays while a timer in it is pending: records are not moved.
+ *      that sit in magazines are taken out by the trimmer at each period
+ *      (below).
+ *   3. Check: each list counts its records (free_n: added after a push's
+ *      CAS, taken off before a pop's). Once the closed list counts every
+ *      record handed out of the chunk, nobody else holds one, and none can
+ *      be taken: the trimmer bumps the head's tag (a seq_cst RMW), then
+ *      reads the count (seq_cst); a pop the count did not see took its
+ *      count off after that read, so its CAS comes after the bump and
+ *      fails on the closed head.
+ *   4. Scan, TW_SCAN_SLICE records a step: the furthest generation any
+ *      record reached. Then the trimmer takes the list (nobody else can
+ *      touch it now) and sets chunk_gen past that generation, so a stale
+ *      handle is mistaken only after 2^31 reuses or more of its record (a
+ *      chunk whose generations spread wider is kept instead).
+ *   5. Give the pages back (MADV_DONTNEED), TW_DISCARD_SLICE pages a step
+ *      from the end, then the chunk's side array and what the cursor
+ *      populated above it; then the high-water mark goes down to the
+ *      chunk's start. A stale handle finds nothing (beyond the mark), or
+ *      zeros (generation 0, never a handle's); a stale slot entry reads a
+ *      FREE record and is dropped, as any stale entry is.
+ *   Steps are bounded so that a give-back never holds a tick up for long:
+ *   done in one go, reading a big chunk's records and freeing its pages
+ *   put 10 ms into WL3's worst lateness. A producer that needs a record
+ *   while the top is closed, and finds none below it, reopens it (reopen:
+ *   the lock, a rare path): during 1-4 it opens the list again; during 5 it
+ *   ends the give-back there (the pages not yet given back stay) and the
+ *   whole chunk is fresh again. A chunk stays while a timer in it is
+ *   pending: records are not moved.
  *
  * Magazines and the trimmer. A magazine's owner uses it with plain loads
  * and stores, and may be idle for good (a thread that armed a burst and
@@ -127,6 +138,16 @@
 #define LIST_CLOSED   (1ull << 32) /* in a list's head: no pop */
 #define LIST_TAG      (1ull << 33) /* a list head's tag unit */
 #define REC_CLOSED    1            /* internal: fresh indexes are shut */
+
+/* Where giving the top back is (shrink_lock; see the top). */
+enum {
+    TW_SHRINK_OPEN,    /* nothing closed */
+    TW_SHRINK_CLOSED,  /* the top is closed, its records coming back */
+    TW_SHRINK_SCAN,    /* all back: reading their generations, a slice a step */
+    TW_SHRINK_DISCARD, /* giving its pages back, a slice a step, from the end */
+};
+#define TW_SCAN_SLICE    16384u  /* records read per step (640 KiB) */
+#define TW_DISCARD_SLICE 256u    /* pages given back per step (1 MiB of 4 KiB pages) */
 
 static uint32_t chunk_of(uint32_t idx, uint32_t *offset)
 {
@@ -199,6 +220,7 @@ int tw__records_init(tw_records *r)
         atomic_init(&r->periodic[j], NULL);
         atomic_init(&r->chunk_gen[j], r->gen_base);
         atomic_init(&r->list[j].head, 0);
+        atomic_init(&r->list[j].free_n, 0);
     }
     for (int i = 0; i < TW_OWNED_STRIPES; i++) {
         atomic_init(&r->mag[i].busy, 0);
@@ -215,7 +237,9 @@ int tw__records_init(tw_records *r)
     r->on_grow = NULL;
     r->quiet = r->stuck = 0;
     r->keep_from = TW_REC_CHUNKS;
-    r->seen_top = r->listed = 0;
+    atomic_init(&r->phase, 0); /* TW_SHRINK_OPEN */
+    r->step_at = r->far = 0;
+    r->last_free = -1;
     r->reopened = false;
     return TW_OK;
 }
@@ -431,19 +455,26 @@ static uint64_t list_with_top(uint64_t head, uint32_t top_plus_one)
 static bool pop_list(tw_records *r, uint32_t j, uint32_t *idx, tw_record **out)
 {
     tw_rec_list *l = &r->list[j];
-    ck_backoff_t backoff = CK_BACKOFF_INITIALIZER;
     /* Acquire: the pushed record's link and FREE state are visible. */
     uint64_t head = atomic_load_explicit(&l->head, memory_order_acquire);
+    if (!(uint32_t)head || (head & LIST_CLOSED))
+        return false;
+    /* Seq_cst: the count comes off before our CAS, so the trimmer's count
+     * (read after its seq_cst bump of the head) never includes a record a
+     * CAS of ours could still take (see the top). */
+    atomic_fetch_sub_explicit(&l->free_n, 1, memory_order_seq_cst);
+    ck_backoff_t backoff = CK_BACKOFF_INITIALIZER;
     while ((uint32_t)head && !(head & LIST_CLOSED)) {
         uint32_t top = (uint32_t)head;
         tw_record *rec = tw__rec(r, top - 1);
         /* Relaxed: a stale read is discarded by the tagged CAS below. */
         uint32_t next = (uint32_t)atomic_load_explicit(&rec->deadline, memory_order_relaxed);
-        /* Acquire on success: we own the record from here and read what
-         * the freeing thread wrote before its release push. The CAS fails
-         * on a head closed since our load (see the top). */
+        /* Seq_cst on success: after our count, and we own the record from
+         * here, reading what the freeing thread wrote before its release
+         * push. Acquire on failure: the new head's record. The CAS fails on
+         * a head closed or bumped since our load. */
         if (atomic_compare_exchange_weak_explicit(&l->head, &head, list_with_top(head, next),
-                                                  memory_order_acquire,
+                                                  memory_order_seq_cst,
                                                   memory_order_acquire)) {
             *idx = top - 1;
             *out = rec;
@@ -453,6 +484,8 @@ static bool pop_list(tw_records *r, uint32_t j, uint32_t *idx, tw_record **out)
         /* Acquire: re-read after backing off; the CAS's copy is stale by now. */
         head = atomic_load_explicit(&l->head, memory_order_acquire);
     }
+    /* Relaxed: gives back the count we took; it only ever lags. */
+    atomic_fetch_add_explicit(&l->free_n, 1, memory_order_relaxed);
     return false;
 }
 
@@ -472,9 +505,9 @@ static bool pop_lowest(tw_records *r, uint32_t *idx, tw_record **out)
     return false;
 }
 
-/* Push a chain of chunk j's records, linked from first to last (indexes
- * + 1; FREE, owned by the caller), in one CAS. */
-static void push_chain(tw_records *r, uint32_t j, uint32_t first, uint32_t last)
+/* Push a chain of chunk j's n records, linked from first to last
+ * (indexes + 1; FREE, owned by the caller), in one CAS. */
+static void push_chain(tw_records *r, uint32_t j, uint32_t first, uint32_t last, uint32_t n)
 {
     tw_rec_list *l = &r->list[j];
     tw_record *end = tw__rec(r, last - 1);
@@ -488,11 +521,15 @@ static void push_chain(tw_records *r, uint32_t j, uint32_t first, uint32_t last)
         if (atomic_compare_exchange_weak_explicit(&l->head, &head, list_with_top(head, first),
                                                   memory_order_release,
                                                   memory_order_relaxed))
-            return;
+            break;
         ck_backoff_eb(&backoff);
         /* Relaxed: re-read after backing off; the CAS's copy is stale by now. */
         head = atomic_load_explicit(&l->head, memory_order_relaxed);
     }
+    /* Release, after the CAS: a trimmer that reads this count (acquire)
+     * sees the records on the list, links written, before it gives their
+     * memory back; counted after, never before, they are there. */
+    atomic_fetch_add_explicit(&l->free_n, (int32_t)n, memory_order_release);
 }
 
 /* Push records idx[0..n) (FREE, owned by the caller), one chain per chunk
@@ -501,7 +538,7 @@ static void push_chain(tw_records *r, uint32_t j, uint32_t first, uint32_t last)
  * (sorting them into groups with branches cost WL2's cancels 10%). */
 static void push_shared(tw_records *r, const uint32_t *idx, uint32_t n)
 {
-    uint32_t first[TW_REC_CHUNKS] = {0}, last[TW_REC_CHUNKS] = {0};
+    uint32_t first[TW_REC_CHUNKS] = {0}, last[TW_REC_CHUNKS] = {0}, count[TW_REC_CHUNKS] = {0};
     uint32_t chunks = 0;
     for (uint32_t i = 0; i < n; i++) {
         uint32_t j = tw__rec_chunk(idx[i]);
@@ -509,11 +546,12 @@ static void push_shared(tw_records *r, const uint32_t *idx, uint32_t n)
         atomic_store_explicit(&tw__rec(r, idx[i])->deadline, first[j], memory_order_relaxed);
         last[j] = first[j] ? last[j] : idx[i] + 1;
         first[j] = idx[i] + 1;
+        count[j]++;
         chunks |= 1u << j;
     }
     for (; chunks; chunks &= chunks - 1) {
         uint32_t j = (uint32_t)__builtin_ctz(chunks);
-        push_chain(r, j, first[j], last[j]);
+        push_chain(r, j, first[j], last[j], count[j]);
     }
 }
 
@@ -648,8 +686,26 @@ void tw__rec_free(tw_records *r, uint32_t idx, uint64_t old_state)
 
 /* ---- giving the top back (see the top; under shrink_lock) -------------------- */
 
-/* Shut fresh indexes, then close the top chunk's list. Returns `next`. */
-static uint64_t close_top(tw_records *r)
+static uint32_t shrink_phase(tw_records *r)
+{
+    /* Relaxed: written under the lock; a look outside it is a hint. */
+    return atomic_load_explicit(&r->phase, memory_order_relaxed);
+}
+
+static void set_phase(tw_records *r, uint32_t phase)
+{
+    /* Relaxed: under the lock (see shrink_phase). */
+    atomic_store_explicit(&r->phase, phase, memory_order_relaxed);
+}
+
+static uint32_t top_of(tw_records *r)
+{
+    /* Relaxed: under the lock, `next` does not move while the top is shut. */
+    return chunk_index(next_index(atomic_load_explicit(&r->next, memory_order_relaxed)) - 1);
+}
+
+/* Shut fresh indexes, then close the top chunk's list. */
+static void close_top(tw_records *r)
 {
     /* Seq_cst: fresh CASes expect a word without TW_REC_SHUT, so none
      * lands after this; it also fixes which chunk is the top. */
@@ -659,8 +715,8 @@ static uint64_t close_top(tw_records *r)
      * alone; one that read it before fails its CAS on the new head. */
     atomic_fetch_or_explicit(&r->list[top].head, LIST_CLOSED, memory_order_seq_cst);
     r->stuck = 0;
-    r->seen_top = r->listed = 0;
-    return w | TW_REC_SHUT;
+    r->last_free = -1;
+    set_phase(r, TW_SHRINK_CLOSED);
 }
 
 static void open_top(tw_records *r, uint32_t top)
@@ -669,18 +725,39 @@ static void open_top(tw_records *r, uint32_t top)
      * land; both after the reopener's failed look below the top. */
     atomic_fetch_and_explicit(&r->list[top].head, ~LIST_CLOSED, memory_order_seq_cst);
     atomic_fetch_and_explicit(&r->next, ~TW_REC_SHUT, memory_order_seq_cst);
+    set_phase(r, TW_SHRINK_OPEN);
+}
+
+/* The top's records are off its list and their generations known: the
+ * whole chunk becomes never-used again, at its new generation. The end
+ * of a give-back; also early (reopen), with pages not yet given back. */
+static void end_give_back(tw_records *r, uint32_t top)
+{
+    tw_rec_list *l = &r->list[top];
+    /* Relaxed: nobody can push or pop here (see the top). */
+    uint64_t head = atomic_load_explicit(&l->head, memory_order_relaxed);
+    /* Seq_cst: open (and empty) before fresh indexes open below. */
+    atomic_store_explicit(&l->head, (head & ~(LIST_CLOSED | 0xffffffffull)) + LIST_TAG,
+                          memory_order_seq_cst);
+    /* Seq_cst: reopens fresh indexes at the chunk's start; a fresh CAS
+     * that reads it sees the chunk's generation and its empty list. */
+    atomic_store_explicit(&r->next, chunk_base(top), memory_order_seq_cst);
+    set_phase(r, TW_SHRINK_OPEN);
 }
 
 /* A producer found no record below the closed top chunk: open it again.
- * Waits while the trimmer gives the chunk back (milliseconds), after which
- * fresh indexes are open anyway. */
+ * Closed, or read for its generations: its list is whole, open it. Being
+ * given back: end the give-back now, the chunk's pages not yet given back
+ * stay. */
 static void reopen(tw_records *r)
 {
     pthread_mutex_lock(&r->shrink_lock);
-    /* Relaxed: TW_REC_SHUT changes only under the lock we hold. */
-    uint64_t w = atomic_load_explicit(&r->next, memory_order_relaxed);
-    if (w & TW_REC_SHUT) {
-        open_top(r, chunk_index(next_index(w) - 1));
+    uint32_t phase = shrink_phase(r);
+    if (phase != TW_SHRINK_OPEN) {
+        if (phase == TW_SHRINK_DISCARD)
+            end_give_back(r, top_of(r));
+        else
+            open_top(r, top_of(r));
         r->reopened = true;
         /* Relaxed: a statistic. */
         atomic_fetch_add_explicit(&r->reopens, 1, memory_order_relaxed);
@@ -729,22 +806,6 @@ static void steal_magazines(tw_records *r, uint32_t from)
     }
 }
 
-/* How far past its chunk's first generation any record of chunk `top`
- * (indexes below n, all FREE on its list) went. */
-static uint32_t gen_spread(tw_records *r, uint32_t top, uint32_t n)
-{
-    /* Relaxed: the trimmer's own word. */
-    uint32_t from = atomic_load_explicit(&r->chunk_gen[top], memory_order_relaxed);
-    uint32_t far = 0;
-    for (uint32_t i = chunk_base(top); i < n; i++) {
-        /* Relaxed: ordered by count_listed's acquire of the list's head. */
-        uint32_t d = tw__gen(atomic_load_explicit(&tw__rec(r, i)->state,
-                                                  memory_order_relaxed)) - from;
-        far = d > far ? d : far;
-    }
-    return far;
-}
-
 /* Chunks above the top hold no record handed out: only the cursor's
  * populating ahead (or a fresh index's lost race) made them. Their pages
  * go back with the top's. */
@@ -758,83 +819,84 @@ static void discard_above(tw_records *r, uint32_t top)
     }
 }
 
-/* Every record of chunk `top` that was handed out is on its closed list:
- * nobody else holds one, and none can be taken (see the top). Give its
- * pages back and lower the mark to the chunk's start. */
-static void give_back(tw_records *r, uint32_t top, uint32_t n)
+/* Closed: once the top's list counts every record handed out of it,
+ * nobody else holds one and none can be taken; read their generations. */
+static void check_drained(tw_records *r, uint32_t top, uint32_t n)
 {
-    uint32_t far = gen_spread(r, top, n);
-    if (far >= 1u << 31) {
+    /* Seq_cst: bump the head's tag, then read the count (see the top). */
+    atomic_fetch_add_explicit(&r->list[top].head, LIST_TAG, memory_order_seq_cst);
+    int32_t listed = atomic_load_explicit(&r->list[top].free_n, memory_order_seq_cst);
+    if (listed == (int32_t)(n - chunk_base(top))) {
+        r->step_at = chunk_base(top);
+        r->far = 0;
+        set_phase(r, TW_SHRINK_SCAN);
+    }
+}
+
+/* A slice of the records' generations: how far past the chunk's first
+ * generation any of them went. Then take the list (all of it is the
+ * chunk's records, and nobody else can touch it) and give pages back. */
+static void scan_step(tw_records *r, uint32_t top, uint32_t n)
+{
+    /* Relaxed: the trimmer's own word. */
+    uint32_t from = atomic_load_explicit(&r->chunk_gen[top], memory_order_relaxed);
+    uint32_t end = n - r->step_at > TW_SCAN_SLICE ? r->step_at + TW_SCAN_SLICE : n;
+    for (uint32_t i = r->step_at; i < end; i++) {
+        /* Relaxed: ordered by check_drained's acquire of the count. */
+        uint32_t d = tw__gen(atomic_load_explicit(&tw__rec(r, i)->state,
+                                                  memory_order_relaxed)) - from;
+        r->far = d > r->far ? d : r->far;
+    }
+    r->step_at = end;
+    if (end < n)
+        return;
+    if (r->far >= 1u << 31) {
         r->keep_from = top; /* a hot chunk: keep it, and the 2^31 promise */
         open_top(r, top);
         return;
     }
-    /* Relaxed: chunks are installed long before (records were handed out
-     * of this one) and never change. */
-    tw_record *c = atomic_load_explicit(&r->chunk[top], memory_order_relaxed);
+    tw_rec_list *l = &r->list[top];
+    /* Relaxed: closed, and every record on it: no push or pop succeeds. */
+    uint64_t head = atomic_load_explicit(&l->head, memory_order_relaxed);
+    atomic_store_explicit(&l->head, (head & ~0xffffffffull) + LIST_TAG, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&l->free_n, (int32_t)(n - chunk_base(top)),
+                              memory_order_relaxed);
+    uint32_t gen = from + r->far + 1;
+    /* Relaxed: published by end_give_back's seq_cst store of `next`. */
+    atomic_store_explicit(&r->chunk_gen[top], gen ? gen : 1, memory_order_relaxed);
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    r->step_at = (uint32_t)((chunk_bytes(top) + page - 1) / page);
+    set_phase(r, TW_SHRINK_DISCARD);
+}
+
+/* A slice of the chunk's pages given back, from its end; with the last,
+ * what lies above it and its periodic side array, and the chunk is
+ * never-used again. */
+static void discard_step(tw_records *r, uint32_t top)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    /* Relaxed: installed long before (records were handed out of it). */
+    char *c = (char *)atomic_load_explicit(&r->chunk[top], memory_order_relaxed);
+    uint32_t lo = r->step_at > TW_DISCARD_SLICE ? r->step_at - TW_DISCARD_SLICE : 0;
+    (void)madvise(c + (size_t)lo * page, (size_t)(r->step_at - lo) * page, MADV_DONTNEED);
+    r->step_at = lo;
+    if (lo)
+        return;
     tw_periodic *p = atomic_load_explicit(&r->periodic[top], memory_order_relaxed);
-    (void)madvise(c, chunk_bytes(top), MADV_DONTNEED);
     if (p)
         (void)madvise(p, periodic_bytes(top), MADV_DONTNEED);
     discard_above(r, top);
-    uint32_t gen = atomic_load_explicit(&r->chunk_gen[top], memory_order_relaxed) + far + 1;
-    /* Relaxed: published by the seq_cst store of `next` below. */
-    atomic_store_explicit(&r->chunk_gen[top], gen ? gen : 1, memory_order_relaxed);
-    /* Seq_cst: empty and open again. No pop or push can succeed on it
-     * meanwhile: a stale popper's CAS fails on the new tag. */
-    tw_rec_list *l = &r->list[top];
-    uint64_t head = atomic_load_explicit(&l->head, memory_order_relaxed);
-    atomic_store_explicit(&l->head, (head & ~(LIST_CLOSED | 0xffffffffull)) + LIST_TAG,
-                          memory_order_seq_cst);
     if (r->on_grow) {
         /* The populating thread is us (the cursor): populate the chunk
-         * again only when producers grow into it again. A producer raising
-         * prefault_want late (its fresh CAS landed before the close) costs
-         * at most TW_PREFAULT_AHEAD records populated again. */
+         * again only when producers grow into it again. */
         uint32_t base = chunk_base(top);
         r->prefault_done = r->prefault_done < base ? r->prefault_done : base;
         /* Relaxed: only fresh indexes raise it, and they are shut. */
         atomic_store_explicit(&r->prefault_want, r->prefault_done, memory_order_relaxed);
     }
-    /* Seq_cst: reopens fresh indexes at the chunk's start; a fresh CAS
-     * that reads it sees the chunk's generation and its empty list. */
-    atomic_store_explicit(&r->next, chunk_base(top), memory_order_seq_cst);
+    end_give_back(r, top);
     /* Relaxed: a statistic. */
     atomic_fetch_add_explicit(&r->given_back, 1, memory_order_relaxed);
-}
-
-/* Count the records pushed on the closed top's list since the last trim.
- * With pops shut out the list only grows at its head, and the records
- * under the head we saw last time do not change: the walk stops there. */
-static void count_listed(tw_records *r, uint32_t top)
-{
-    /* Acquire: the pushers' links and FREE states (their release CASes,
-     * and the RMWs after them continue the release sequence). */
-    uint64_t head = atomic_load_explicit(&r->list[top].head, memory_order_acquire);
-    uint32_t at = (uint32_t)head;
-    while (at && at != r->seen_top) {
-        r->listed++;
-        /* Relaxed: ordered by the acquire above. */
-        at = (uint32_t)atomic_load_explicit(&tw__rec(r, at - 1)->deadline,
-                                            memory_order_relaxed);
-    }
-    r->seen_top = (uint32_t)head;
-}
-
-/* The top chunk is closed: empty the magazines of it, and give it back if
- * all of it is on its list. True while it may still drain. */
-static void drain_top(tw_records *r, uint64_t w)
-{
-    uint32_t n = next_index(w);
-    uint32_t top = chunk_index(n - 1);
-    uint32_t before = r->listed;
-    steal_magazines(r, chunk_base(top));
-    count_listed(r, top);
-    if (r->listed == n - chunk_base(top)) {
-        give_back(r, top, n);
-        return; /* the chunk below may follow at the next trim */
-    }
-    r->stuck = r->listed == before ? r->stuck + 1 : 0;
 }
 
 /* Whether the top chunk is little used: at most half of what the chunks
@@ -845,43 +907,75 @@ static bool top_little_used(const tw_records *r, uint32_t n, uint64_t in_use)
     return top >= TW_REC_KEEP_CHUNKS && top < r->keep_from && in_use <= chunk_base(top) / 2;
 }
 
-static void trim_locked(tw_records *r, uint64_t in_use)
-{
-    /* Seq_cst: TW_REC_SHUT changes only under our lock; n may grow. */
-    uint64_t w = atomic_load_explicit(&r->next, memory_order_seq_cst);
-    uint32_t n = next_index(w);
-    if (n == 0)
-        return;
-    if (!(w & TW_REC_SHUT)) {
-        bool reopened = r->reopened;
-        r->reopened = false;
-        if (reopened || !top_little_used(r, n, in_use)) {
-            r->quiet = 0;
-            return;
-        }
-        if (++r->quiet < 2)
-            return; /* little used at two trims in a row */
-        w = close_top(r); /* the top may have grown meanwhile: still >= ours */
-    }
-    drain_top(r, w);
-}
-
 void tw__rec_trim(tw_records *r, uint64_t in_use)
 {
     pthread_mutex_lock(&r->shrink_lock);
-    trim_locked(r, in_use);
+    /* Relaxed: TW_REC_SHUT changes only under our lock; n may grow. */
+    uint32_t n = next_index(atomic_load_explicit(&r->next, memory_order_relaxed));
+    uint32_t phase = shrink_phase(r);
+    bool reopened = r->reopened;
+    r->reopened = false;
+    if (n && phase == TW_SHRINK_OPEN) {
+        if (reopened || !top_little_used(r, n, in_use))
+            r->quiet = 0;
+        else if (++r->quiet >= 2) /* little used at two trims in a row */
+            close_top(r);
+    }
+    if (shrink_phase(r) == TW_SHRINK_CLOSED) {
+        uint32_t top = top_of(r);
+        steal_magazines(r, chunk_base(top));
+        /* Relaxed: progress, for the idle cursor's plan. */
+        int32_t listed = atomic_load_explicit(&r->list[top].free_n, memory_order_relaxed);
+        r->stuck = listed == r->last_free ? r->stuck + 1 : 0;
+        r->last_free = listed;
+    }
     pthread_mutex_unlock(&r->shrink_lock);
+}
+
+bool tw__rec_trim_step(tw_records *r)
+{
+    uint32_t phase = shrink_phase(r);
+    if (phase == TW_SHRINK_OPEN)
+        return false;
+    if (phase == TW_SHRINK_CLOSED) {
+        /* Relaxed: a first look, without the lock; check_drained decides. */
+        uint32_t n = next_index(atomic_load_explicit(&r->next, memory_order_relaxed));
+        uint32_t top = chunk_index(n - 1);
+        if (atomic_load_explicit(&r->list[top].free_n, memory_order_relaxed) !=
+            (int32_t)(n - chunk_base(top)))
+            return false;
+    }
+    pthread_mutex_lock(&r->shrink_lock);
+    uint32_t n = next_index(atomic_load_explicit(&r->next, memory_order_relaxed));
+    switch (shrink_phase(r)) {
+    case TW_SHRINK_CLOSED:
+        check_drained(r, top_of(r), n);
+        break;
+    case TW_SHRINK_SCAN:
+        scan_step(r, top_of(r), n);
+        break;
+    case TW_SHRINK_DISCARD:
+        discard_step(r, top_of(r));
+        break;
+    default:
+        break;
+    }
+    phase = shrink_phase(r);
+    pthread_mutex_unlock(&r->shrink_lock);
+    return phase == TW_SHRINK_SCAN || phase == TW_SHRINK_DISCARD;
 }
 
 bool tw__rec_may_trim(tw_records *r, uint64_t in_use)
 {
+    uint32_t phase = shrink_phase(r);
+    if (phase == TW_SHRINK_SCAN || phase == TW_SHRINK_DISCARD)
+        return true;
     /* Relaxed: a hint for the idle cursor's plan; stuck and keep_from are
      * written by this thread (the trimmer). */
-    uint64_t w = atomic_load_explicit(&r->next, memory_order_relaxed);
-    uint32_t n = next_index(w);
+    uint32_t n = next_index(atomic_load_explicit(&r->next, memory_order_relaxed));
     if (n == 0)
         return false;
-    if (w & TW_REC_SHUT)
+    if (phase == TW_SHRINK_CLOSED)
         return r->stuck < 3; /* a pending timer holds it: stop coming back */
     return top_little_used(r, n, in_use);
 }

@@ -1024,6 +1024,9 @@ void tw__wheel_trim(tw_service *s)
 {
     tw_wheel *w = &s->wheel;
     tw_vec *lists[] = {&w->taken, &w->due, &w->spare, &w->staged};
+    /* A bounded step of the record table's give-back, every loop: its
+     * reading and page freeing never hold a tick up for long (WL3). */
+    w->rec_stepping = tw__rec_trim_step(&s->rec);
     uint64_t now = tw__clock_read(s);
     if (now < w->trim_at)
         return;
@@ -1038,7 +1041,8 @@ bool tw__wheel_trim_due(tw_service *s, uint64_t *at)
 {
     tw_wheel *w = &s->wheel;
     const tw_vec *lists[] = {&w->taken, &w->due, &w->spare, &w->staged};
-    *at = w->trim_at;
+    /* Steps remain: come back at once (the cursor plans the next tick). */
+    *at = w->rec_stepping ? 0 : w->trim_at;
     bool above = tw__pool_above_keep(s) || tw__rec_may_trim(&s->rec, tw__pending(s));
     for (size_t i = 0; i < sizeof lists / sizeof lists[0] && !above; i++)
         above = tw__vec_above_keep(lists[i]);

@@ -231,6 +231,43 @@ static void closed_top_reopens_when_needed(void **state)
     tw_destroy(s);
 }
 
+/* A producer that needs the chunk while its pages are being given back
+ * (a slice per advance here) ends the give-back there: the chunk is fresh
+ * again, half given back, and every timer is armed and fires. */
+static void reopen_while_giving_back(void **state)
+{
+    (void)state;
+    tw_service *s = manual_service();
+    arm_at(s, BURST, tw_now(s) + 5 * T_MS, NULL);
+    idle_for(s, 10);
+    int steps = 0;
+    while (atomic_load_explicit(&s->rec.phase, memory_order_relaxed) != 3 /* DISCARD */ &&
+           steps++ < 1000)
+        ASSERT_RC(tw_advance(s, tw_now(s) + T_MS), TW_OK);
+    assert_int_equal(atomic_load_explicit(&s->rec.phase, memory_order_relaxed), 3);
+    assert_int_equal(given_back(s), 0);
+    uint64_t before = reopens(s);
+    tw_timer *h = malloc(BURST * sizeof *h);
+    assert_non_null(h);
+    arm_at(s, BURST, tw_now(s) + 5 * T_MS, h); /* more than the 64,512 below */
+    assert_int_equal(reopens(s), before + 1);
+    assert_int_equal(atomic_load_explicit(&s->rec.phase, memory_order_relaxed), 0);
+    assert_int_equal(tw__pending(s), BURST);
+    CHECK(s);
+    idle_for(s, 10);
+    assert_int_equal(tw__pending(s), 0);
+    tw_stats st;
+    tw_stats_get(s, &st);
+    assert_int_equal(st.fired, 2 * BURST);
+    for (uint32_t i = 0; i < BURST; i += 13)
+        ASSERT_RC(tw_cancel(s, h[i]), TW_ENOENT);
+    idle_for(s, 8 * PERIOD / T_MS);
+    assert_int_equal(given_back(s), 2);
+    assert_int_equal(resident_in_chunk(s, 6), 0);
+    free(h);
+    tw_destroy(s);
+}
+
 /* ---- an idle thread's magazine ---------------------------------------------- */
 
 typedef struct idle_arm {
@@ -369,6 +406,7 @@ int main(void)
         cmocka_unit_test(stale_handles_stay_stale),
         cmocka_unit_test(pending_timer_keeps_its_chunk),
         cmocka_unit_test(closed_top_reopens_when_needed),
+        cmocka_unit_test(reopen_while_giving_back),
         cmocka_unit_test(idle_magazine_does_not_pin_the_top),
         cmocka_unit_test(idle_cursor_gives_the_top_back),
         cmocka_unit_test(busy_cursor_gives_the_top_back),
