@@ -107,11 +107,11 @@ static uint64_t tick_start(const tw_service *s, uint64_t tick)
     return s->origin + t * s->cfg.tick_ns;
 }
 
-/* The last tick the cursor may process now (service time: frozen while
- * paused, so no tick is processed then). */
-static uint64_t current_tick(const tw_service *s)
+/* The last tick the cursor may process at clock reading `now` (service
+ * time: frozen while paused, so no tick is processed then). */
+static uint64_t current_tick(const tw_service *s, uint64_t now)
 {
-    return tw__tick_floor(s, tw__clock_read(s) - s->origin) + lookahead(s);
+    return tw__tick_floor(s, now - s->origin) + lookahead(s);
 }
 
 static bool quitting(tw_service *s)
@@ -162,14 +162,15 @@ static bool may_prefault(const tw_service *s, uint64_t cur, uint64_t w)
 
 /* Caught up: sleep until the next work, or until poked. A large slot is
  * claimed early (wheel.c): the cursor wakes up its lead before the tick,
- * and claims it then. */
-static void cursor_sleep(tw_service *s, uint64_t cur)
+ * and claims it then. `now`: the loop's clock reading (the trim's too: a
+ * second read cost about as much as a short callback, 23 ns). */
+static void cursor_sleep(tw_service *s, uint64_t cur, uint64_t now)
 {
     /* Seq_cst: read the futex word before planning (see top). */
     int32_t seq = atomic_load_explicit(&s->wake_seq, memory_order_seq_cst);
     /* Before the plan, and also when a timer is due every tick: a cursor
      * that is never idle still gives a burst's memory back (wheel.c). */
-    tw__wheel_trim(s);
+    tw__wheel_trim(s, now);
     uint64_t w = tw__wheel_next_work(s);
     if (w <= cur + 1) {
         tw__clock_sleep_until_service(s, tick_start(s, cur + 1));
@@ -238,7 +239,8 @@ static void *cursor_main(void *arg)
             paused_wait(s);
             continue;
         }
-        uint64_t target = current_tick(s);
+        uint64_t now = tw__clock_read(s);
+        uint64_t target = current_tick(s, now);
         /* Relaxed: this thread is the only writer of cur. */
         uint64_t cur = atomic_load_explicit(&s->wheel.cur, memory_order_relaxed);
         if (target > cur) {
@@ -251,7 +253,7 @@ static void *cursor_main(void *arg)
         if (tw__wheel_maintain(s))
             tw__clock_sleep_until_service(s, tick_start(s, cur + 1));
         else
-            cursor_sleep(s, cur);
+            cursor_sleep(s, cur, now);
     }
     return NULL;
 }

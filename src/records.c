@@ -139,13 +139,6 @@
 #define LIST_TAG      (1ull << 33) /* a list head's tag unit */
 #define REC_CLOSED    1            /* internal: fresh indexes are shut */
 
-/* Where giving the top back is (shrink_lock; see the top). */
-enum {
-    TW_SHRINK_OPEN,    /* nothing closed */
-    TW_SHRINK_CLOSED,  /* the top is closed, its records coming back */
-    TW_SHRINK_SCAN,    /* all back: reading their generations, a slice a step */
-    TW_SHRINK_DISCARD, /* giving its pages back, a slice a step, from the end */
-};
 #define TW_SCAN_SLICE    16384u  /* records read per step (640 KiB) */
 #define TW_DISCARD_SLICE 256u    /* pages given back per step (1 MiB of 4 KiB pages) */
 
@@ -156,11 +149,6 @@ static uint32_t chunk_of(uint32_t idx, uint32_t *offset)
     uint32_t j = 31u - (uint32_t)__builtin_clz(q);
     *offset = idx - (((1u << j) - 1u) << TW_REC_CHUNK0_SHIFT);
     return j;
-}
-
-static uint32_t chunk_index(uint32_t idx)
-{
-    return tw__rec_chunk(idx);
 }
 
 static uint32_t chunk_len(uint32_t j)
@@ -237,7 +225,7 @@ int tw__records_init(tw_records *r)
     r->on_grow = NULL;
     r->quiet = r->stuck = 0;
     r->keep_from = TW_REC_CHUNKS;
-    atomic_init(&r->phase, 0); /* TW_SHRINK_OPEN */
+    atomic_init(&r->phase, TW_SHRINK_OPEN);
     r->step_at = r->far = 0;
     r->last_free = -1;
     r->reopened = false;
@@ -303,7 +291,7 @@ size_t tw__rec_table_bytes(const tw_records *r)
     uint32_t n = tw__records_high(r);
     if (n == 0)
         return 0;
-    uint32_t top = chunk_index(n - 1);
+    uint32_t top = tw__rec_chunk(n - 1);
     return (size_t)chunk_base(top + 1) * sizeof(tw_record);
 }
 
@@ -432,7 +420,7 @@ static int fresh_indexes(tw_records *r, uint32_t want, uint32_t *first, uint32_t
     if (r->on_grow && (n + k) / TW_PREFAULT_STEP != n / TW_PREFAULT_STEP)
         ask_prefault(r, n + k);
     /* Relaxed: written before the trimmer's seq_cst store we read above. */
-    uint64_t gen = atomic_load_explicit(&r->chunk_gen[chunk_index(n)], memory_order_relaxed);
+    uint64_t gen = atomic_load_explicit(&r->chunk_gen[tw__rec_chunk(n)], memory_order_relaxed);
     for (uint32_t i = n; i < n + k; i++) {
         /* Relaxed: ours until published PENDING (seq_cst) by the scheduler. */
         atomic_store_explicit(&tw__rec(r, i)->state, gen << TW_GEN_SHIFT,
@@ -497,7 +485,7 @@ static bool pop_lowest(tw_records *r, uint32_t *idx, tw_record **out)
     uint32_t n = next_index(atomic_load_explicit(&r->next, memory_order_relaxed));
     if (n == 0)
         return false;
-    uint32_t top = chunk_index(n - 1);
+    uint32_t top = tw__rec_chunk(n - 1);
     for (uint32_t j = 0; j <= top; j++) {
         if (pop_list(r, j, idx, out))
             return true;
@@ -590,7 +578,7 @@ static void mag_leave(tw_magazine *m)
  * up to TW_MAGAZINE / 2: its records then sit together, so two threads'
  * fresh timers do not share cache lines (one index at a time gives threads
  * that schedule at once alternate records, two to a line), and the shared
- * counter takes one RMW per 16 records. Hands out the lowest; keeps the
+ * counter takes one RMW per TW_MAGAZINE / 2 records. Hands out the lowest; keeps the
  * rest (the magazine is empty when this is called). */
 static int refill_fresh(tw_records *r, tw_magazine *m, uint32_t *idx)
 {
@@ -701,7 +689,7 @@ static void set_phase(tw_records *r, uint32_t phase)
 static uint32_t top_of(tw_records *r)
 {
     /* Relaxed: under the lock, `next` does not move while the top is shut. */
-    return chunk_index(next_index(atomic_load_explicit(&r->next, memory_order_relaxed)) - 1);
+    return tw__rec_chunk(next_index(atomic_load_explicit(&r->next, memory_order_relaxed)) - 1);
 }
 
 /* Shut fresh indexes, then close the top chunk's list. */
@@ -710,7 +698,7 @@ static void close_top(tw_records *r)
     /* Seq_cst: fresh CASes expect a word without TW_REC_SHUT, so none
      * lands after this; it also fixes which chunk is the top. */
     uint64_t w = atomic_fetch_or_explicit(&r->next, TW_REC_SHUT, memory_order_seq_cst);
-    uint32_t top = chunk_index(next_index(w) - 1);
+    uint32_t top = tw__rec_chunk(next_index(w) - 1);
     /* Seq_cst: a pop that reads the head after this leaves the list
      * alone; one that read it before fails its CAS on the new head. */
     atomic_fetch_or_explicit(&r->list[top].head, LIST_CLOSED, memory_order_seq_cst);
@@ -903,7 +891,7 @@ static void discard_step(tw_records *r, uint32_t top)
  * below it hold is pending. */
 static bool top_little_used(const tw_records *r, uint32_t n, uint64_t in_use)
 {
-    uint32_t top = chunk_index(n - 1);
+    uint32_t top = tw__rec_chunk(n - 1);
     return top >= TW_REC_KEEP_CHUNKS && top < r->keep_from && in_use <= chunk_base(top) / 2;
 }
 
@@ -940,7 +928,7 @@ bool tw__rec_trim_step(tw_records *r)
     if (phase == TW_SHRINK_CLOSED) {
         /* Relaxed: a first look, without the lock; check_drained decides. */
         uint32_t n = next_index(atomic_load_explicit(&r->next, memory_order_relaxed));
-        uint32_t top = chunk_index(n - 1);
+        uint32_t top = tw__rec_chunk(n - 1);
         if (atomic_load_explicit(&r->list[top].free_n, memory_order_relaxed) !=
             (int32_t)(n - chunk_base(top)))
             return false;

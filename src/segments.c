@@ -124,6 +124,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #define HUGE_PAGE (2u * 1024u * 1024u)
 
@@ -148,15 +149,49 @@ void tw__advise_huge_pages(void *p, size_t bytes)
 
 /* ---- allocation -------------------------------------------------------------- */
 
-/* Segments of TW_SEG_MAP_BYTES and more are mapped one by one: their pages
- * stay unbacked until entries are written, so the unused tail of a slot's
- * last segment costs no memory, and unmapping gives them back to the
- * system. Smaller ones come from malloc, which reuses what the drainer
- * gives back (already faulted in: no page fault for a slot that fills
- * again). */
-static bool is_mapped(size_t bytes)
+/* Segments of a page and more (g->map_from) are mapped one by one: their
+ * pages stay unbacked until entries are written, so the unused tail of a
+ * slot's last segment costs no memory, and unmapping gives them back to
+ * the system. Smaller ones (the overflow tables, segments of 512 bytes to
+ * 2 KiB) come from malloc. Segments under 64 KiB were all malloc'd once:
+ * after a burst the cache gave its excess back, and glibc kept what it
+ * could not return (a 3M-timer burst left malloc holding 4.1 MB with no
+ * timer pending; the segments of 4 to 32 KiB were most of it). Under
+ * AddressSanitizer every segment under TW_SEG_MAP_BYTES stays malloc'd, so
+ * that its redzones catch an overflow of one (the larger ones, mapped in
+ * every build, test the mapped path there). */
+#if defined(__SANITIZE_ADDRESS__)
+#define TW_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TW_ASAN 1
+#endif
+#endif
+
+static size_t map_threshold(void)
 {
-    return bytes >= TW_SEG_MAP_BYTES;
+#ifdef TW_ASAN
+    return TW_SEG_MAP_BYTES;
+#else
+    long page = sysconf(_SC_PAGESIZE);
+    if (page < 4096)
+        page = 4096;
+    return (size_t)page < TW_SEG_MAP_BYTES ? (size_t)page : TW_SEG_MAP_BYTES;
+#endif
+}
+
+static bool is_mapped(const tw_segs *g, size_t bytes)
+{
+    return bytes >= g->map_from;
+}
+
+/* Back to the system (or malloc), uncounted. */
+static void release(const tw_segs *g, void *p, size_t bytes)
+{
+    if (is_mapped(g, bytes))
+        munmap(p, bytes);
+    else
+        free(p);
 }
 
 static void count_made(tw_service *s, int64_t bytes)
@@ -213,13 +248,14 @@ static tw_seg_node *chain_next(tw_seg_node *n)
     return atomic_load_explicit(&n->next, memory_order_relaxed);
 }
 
-/* The stack a segment of `bytes` goes to, or -1: mapped ones (back to the
- * system) and any size that is not an overflow segment's or table's. */
+/* The stack a segment of `bytes` goes to, or -1: those past the largest
+ * class (back to the system) and any size that is not an overflow
+ * segment's or table's. Mapped or not, a segment of a class is cached. */
 static int cache_class(size_t bytes)
 {
     if (bytes == sizeof(tw_overflow))
         return 0;
-    if (is_mapped(bytes) || bytes < TW_SEG_CACHE_SMALLEST || (bytes & (bytes - 1)))
+    if (bytes < TW_SEG_CACHE_SMALLEST || (bytes & (bytes - 1)))
         return -1;
     int c = 1 + __builtin_ctzll(bytes) - __builtin_ctzll(TW_SEG_CACHE_SMALLEST);
     return c < TW_SEG_CACHE_CLASSES ? c : -1;
@@ -238,6 +274,7 @@ void tw__seg_cache_init(tw_segs *g)
     atomic_init(&g->cache.bytes, 0);
     g->cache.min = tw__seg_cache_min_override ? tw__seg_cache_min_override : TW_SEG_CACHE_MIN;
     g->cache.allow = g->cache.min;
+    g->map_from = map_threshold();
 }
 
 /* A producer inside its guard takes a segment from the cache, zeroed.
@@ -335,7 +372,7 @@ static void cache_fini(tw_service *s)
         for (n = stack_take_all(&k->head[c]); n; n = next) {
             next = chain_next(n);
             atomic_fetch_sub_explicit(&k->bytes, bytes, memory_order_relaxed);
-            free(n);
+            release(&s->wheel.segs, n, bytes);
         }
     }
 }
@@ -351,7 +388,7 @@ void *tw__seg_alloc(tw_seg_guard *g, size_t bytes, bool counted)
         tw__count_add(&tw__stripe(s)->seg_reused, 1);
         return p;
     }
-    if (is_mapped(bytes)) {
+    if (is_mapped(&s->wheel.segs, bytes)) {
         p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (p == MAP_FAILED)
             return NULL;
@@ -370,10 +407,7 @@ void tw__seg_free(tw_service *s, void *p, size_t bytes, bool counted)
 {
     if (!p)
         return;
-    if (is_mapped(bytes))
-        munmap(p, bytes);
-    else
-        free(p);
+    release(&s->wheel.segs, p, bytes);
     if (counted)
         count_made(s, -(int64_t)bytes);
 }

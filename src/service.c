@@ -1128,7 +1128,7 @@ int tw_advance(tw_service *s, uint64_t now_ns)
         tw__wheel_step(s, tw__tick_floor(s, now_ns));
         tw__deliver(s);
         tw__wheel_maintain(s);
-        tw__wheel_trim(s); /* no cursor to come back for it: the next advance */
+        tw__wheel_trim(s, tw__clock_read(s)); /* no cursor to come back for it: the next advance */
         tw__unhold(held);
     }
     pthread_mutex_unlock(&s->drain_lock);

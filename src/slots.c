@@ -63,8 +63,9 @@
  * holds 64 << (j - 1); each is made on first use (CAS-installed; the loser
  * hands its copy to the drainer, tw__seg_unused), segment 0 too, so a slot that is never used costs
  * its header only. The pointers to segments 0..TW_SLOT_NEAR-1 sit in the
- * slot's own line, the rest in a table made on first use. Segments under
- * 64 KiB come from malloc, larger ones are mapped one by one (segments.c).
+ * slot's own line, the rest in a table made on first use. Segments of a
+ * page or more are mapped one by one, smaller ones come from malloc
+ * (segments.c).
  * A producer makes the segment for position p before it reserves p, so a
  * reserved position always has memory and the drainer never allocates.
  * Nothing is ever refused for lack of room.

@@ -1020,14 +1020,13 @@ static uint64_t compact_grown(tw_service *s, uint64_t c)
 
 uint64_t tw__trim_period_override; /* tests (test_trim.c) */
 
-void tw__wheel_trim(tw_service *s)
+void tw__wheel_trim(tw_service *s, uint64_t now)
 {
     tw_wheel *w = &s->wheel;
     tw_vec *lists[] = {&w->taken, &w->due, &w->spare, &w->staged};
     /* A bounded step of the record table's give-back, every loop: its
      * reading and page freeing never hold a tick up for long (WL3). */
     w->rec_stepping = tw__rec_trim_step(&s->rec);
-    uint64_t now = tw__clock_read(s);
     if (now < w->trim_at)
         return;
     w->trim_at = now + w->trim_period;

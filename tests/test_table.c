@@ -241,17 +241,17 @@ static void reopen_while_giving_back(void **state)
     arm_at(s, BURST, tw_now(s) + 5 * T_MS, NULL);
     idle_for(s, 10);
     int steps = 0;
-    while (atomic_load_explicit(&s->rec.phase, memory_order_relaxed) != 3 /* DISCARD */ &&
+    while (atomic_load_explicit(&s->rec.phase, memory_order_relaxed) != TW_SHRINK_DISCARD &&
            steps++ < 1000)
         ASSERT_RC(tw_advance(s, tw_now(s) + T_MS), TW_OK);
-    assert_int_equal(atomic_load_explicit(&s->rec.phase, memory_order_relaxed), 3);
+    assert_int_equal(atomic_load_explicit(&s->rec.phase, memory_order_relaxed), TW_SHRINK_DISCARD);
     assert_int_equal(given_back(s), 0);
     uint64_t before = reopens(s);
     tw_timer *h = malloc(BURST * sizeof *h);
     assert_non_null(h);
     arm_at(s, BURST, tw_now(s) + 5 * T_MS, h); /* more than the 64,512 below */
     assert_int_equal(reopens(s), before + 1);
-    assert_int_equal(atomic_load_explicit(&s->rec.phase, memory_order_relaxed), 0);
+    assert_int_equal(atomic_load_explicit(&s->rec.phase, memory_order_relaxed), TW_SHRINK_OPEN);
     assert_int_equal(tw__pending(s), BURST);
     CHECK(s);
     idle_for(s, 10);
