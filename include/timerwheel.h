@@ -62,7 +62,9 @@
  * Memory. Timer records live in chunks owned by the service and are reused
  * after a timer ends; a handle carries a generation, so a stale handle (one
  * whose timer fired, was cancelled or dropped) is refused with TW_ENOENT and
- * never acts on another timer. Records are freed by tw_destroy only. A
+ * never acts on another timer. Record memory stays mapped until
+ * tw_destroy, so a stale handle always reads a record; the pages of the
+ * table's top chunk go back to the system once no timer uses it. A
  * pending timer has one entry in the wheel; a cancel, or a move earlier,
  * leaves the old entry behind, to be dropped when its slot comes round,
  * and the wheel compacts slots so that it never holds more than about

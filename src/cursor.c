@@ -19,9 +19,10 @@
  *
  * Lookahead: with a worker pool, the cursor processes each tick one tick
  * early (at the boundary before it) and the workers start each timer at
- * its deadline, in quarters of a tick (workers.c), never before: so
- * lateness is not the tick's rounding (up to a whole tick for a deadline
- * just after a boundary) but a quarter of a tick plus the wake-up. A
+ * its deadline, in sixteenths of a tick of at least 50 us (workers.c),
+ * never before: so lateness is not the tick's rounding (up to a whole tick
+ * for a deadline just after a boundary) but one such step plus the
+ * wake-up. A
  * claimed timer can still be cancelled or moved until it starts. With
  * workers = 0 the cursor itself runs the callbacks, so it does not look
  * ahead (a callback would otherwise run early); nor with ticks shorter than
@@ -86,7 +87,8 @@ static void records_grew(tw_records *r)
 
 /* Ticks the cursor processes ahead of the clock (see the top). Not below
  * TW_LOOKAHEAD_MIN_TICK: a worker then sleeps for a quarter of a tick at a
- * time, and waking it costs tens of us on a VM, which at a 100 us tick made
+ * time (then the release step's floor, workers.c), and waking it costs
+ * tens of us on a VM, which at a 100 us tick made
  * the tail worse (WL3 100 us p99 0.6-1.8 ms without, 1.8-2.9 ms with, on a
  * noisy 2-core VM), while the rounding it removes is only 100 us there. */
 #define TW_LOOKAHEAD_MIN_TICK 400000u /* ns */

@@ -1218,26 +1218,33 @@ size_t tw_foreach_pending(tw_service *s, void (*fn)(const tw_timer_info *info, v
 
 /* ---- stop -------------------------------------------------------------------- */
 
+/* What drop_record did with a record. */
+enum { DROP_DONE, DROP_AGAIN, DROP_RUNNING };
+
 /* Hand one never-started timer to on_pending, or leave it to its lease
- * holder's free. Returns false if the record must be looked at again. */
-static bool drop_record(tw_service *s, uint32_t idx, tw_callback on_pending)
+ * holder's free. A running one is waited for if `wait` (then looked at
+ * again: DROP_AGAIN), else left (DROP_RUNNING). DROP_AGAIN: a CAS lost
+ * to a runner, a cancel or a move; look again. */
+static int drop_record(tw_service *s, uint32_t idx, tw_callback on_pending, bool wait)
 {
     tw_record *rec = tw__rec(&s->rec, idx);
     if (!rec)
-        return true;
+        return DROP_DONE;
     /* Seq_cst: the sweep's loads pair with the producers' seq_cst PENDING
      * stores (see top). */
     uint64_t st = atomic_load_explicit(&rec->state, memory_order_seq_cst);
     uint32_t kind = tw__st(st);
     bool leased = (st & TW_F_LEASE) != 0;
     if (kind == TW_ST_FREE || kind == TW_ST_ZOMBIE)
-        return true;
+        return DROP_DONE;
     if (kind == TW_ST_RUNNING && !(leased && (st & TW_F_DONE))) {
+        if (!wait)
+            return DROP_RUNNING;
         tw__wait_not_running(s, rec, tw__gen(st));
-        return false; /* look again: it may have been re-armed */
+        return DROP_AGAIN; /* look again: it may have been re-armed */
     }
     if (kind == TW_ST_RUNNING && (st & TW_F_CANCELREQ))
-        return true; /* cancelled periodic, run over: its lease holder frees it */
+        return DROP_DONE; /* cancelled periodic, run over: its lease holder frees it */
     uint64_t want = leased ? tw__with_st(st, TW_ST_ZOMBIE) : tw__rec_free_state(st);
     /* Read before the CAS: once a leased record is ZOMBIE its lease holder
      * may free it, and a producer that passed its stop check may reuse it.
@@ -1248,7 +1255,7 @@ static bool drop_record(tw_service *s, uint32_t idx, tw_callback on_pending)
     if (!atomic_compare_exchange_strong_explicit(&rec->state, &st, want,
                                                  memory_order_seq_cst,
                                                  memory_order_seq_cst))
-        return false;
+        return DROP_AGAIN;
     if (kind == TW_ST_FIRING)
         TW_COUNT(s, firing_left, 1); /* a claim that will not run (wheel.c) */
     TW_COUNT(s, dropped, 1);
@@ -1257,14 +1264,30 @@ static bool drop_record(tw_service *s, uint32_t idx, tw_callback on_pending)
         on_pending(tw__handle(tw__gen(st), idx), arg);
     if (!leased)
         tw__rec_push_free(&s->rec, idx);
-    return true;
+    return DROP_DONE;
 }
 
+/* Two passes. The first drops every timer that is not running and passes
+ * the running ones by; the second waits for each of those and drops what
+ * it re-armed. One pass that waited at each running record in index order
+ * let a worker run the rest of its batch: when a callback ended, the
+ * worker claimed the next timer microseconds before the woken sweep got
+ * there, so tw_stop ran every claimed timer instead of dropping it
+ * (test_overload saturated_worker: 100 timers of 20 ms on one worker, and
+ * tw_stop took 2 s and dropped none). The cursor has quit and producers
+ * are refused, so after the first pass no timer becomes FIRING again. */
 static void sweep(tw_service *s, tw_callback on_pending)
 {
     uint32_t high = tw__records_high(&s->rec);
+    bool running = false;
     for (uint32_t idx = 0; idx < high; idx++) {
-        while (!drop_record(s, idx, on_pending)) {
+        int r;
+        while ((r = drop_record(s, idx, on_pending, false)) == DROP_AGAIN) {
+        }
+        running |= r == DROP_RUNNING;
+    }
+    for (uint32_t idx = 0; running && idx < high; idx++) {
+        while (drop_record(s, idx, on_pending, true) != DROP_DONE) {
         }
     }
 }
