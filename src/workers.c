@@ -649,7 +649,12 @@ static void prefetch_record(tw_service *s, tw_timer h)
  * p99.9 and max no worse (0.83, 0.78), and p99 below the heap's in the
  * same minutes. The lookahead that makes workers wait starts at a 400 us
  * tick (cursor.c), where a sixteenth is 25 us: the floor keeps wake-ups
- * at most 20,000 a second per worker. */
+ * at most 20,000 a second per worker. The price is those wake-ups when
+ * timers are due in most steps: 50,000 timers a second with delays over
+ * 1-100 ms (one producer, default service) cost the process 0.30-0.32
+ * CPU-seconds a second against 0.16-0.19 with quarters (0.24-0.28 with
+ * eighths; 16,700 context switches a second against 7,800). A service
+ * with few timers a tick wakes once per timer either way. */
 #define RELEASE_STEPS  16
 #define RELEASE_MIN_NS 50000u
 
