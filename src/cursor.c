@@ -139,10 +139,16 @@ static void idle_wait(tw_service *s, int32_t seq, uint64_t w)
 }
 
 /* How many ticks before its tick a slot of n entries is claimed early
- * (wheel.c): TW_EARLY_NS_PER_ENTRY is about what a claim costs the
- * cursor (WL5: a million in 40-60 ms on a 2-core VM), doubled, so that
- * the claims are done before the tick comes; at most half a turn. */
-#define TW_EARLY_NS_PER_ENTRY 100u
+ * (wheel.c): TW_EARLY_NS_PER_ENTRY is about twice what a claim costs the
+ * cursor when the host is slow, so that the claims are done before the
+ * tick comes; at most half a turn. A million took 40-60 ms on a 2-core VM;
+ * on 2026-11-24 the same VM's memory was 2.5x slower (a 16 MiB pointer
+ * chase 150 ns a load against 62), the claim outran a lead of 100 ns an
+ * entry, and WL5's first callback came 10 and 34 ms after the deadline in
+ * two bench runs (the commit before this change too: 24 ms once in 5).
+ * At 250 ns, 6 interleaved runs: every first callback within 0.06 ms
+ * (100 ns: one at 2 ms), callbacks/s 0.97 of 100 ns's. */
+#define TW_EARLY_NS_PER_ENTRY 250u
 
 static uint64_t early_lead(const tw_service *s, uint64_t n)
 {
