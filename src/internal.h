@@ -807,6 +807,9 @@ typedef struct tw_pool {
     uint32_t nthreads;           /* threads started (the creator and joiner's) */
     uint32_t nworkers;           /* workers configured: written before the first
                                     starts, read by stealers */
+    uint64_t release_step;       /* when a timer claimed early may start: a
+                                    multiple of this (workers.c); set before
+                                    the first worker starts */
     pthread_t *threads;
     tw_worker *worker;           /* nworkers of them */
 } tw_pool;

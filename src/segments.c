@@ -120,6 +120,7 @@
  *     and a trim brings it back under it once it is past twice that.
  */
 #include "internal.h"
+#include "sanitizers.h" /* TW_SAN_ADDRESS */
 
 #include <stdlib.h>
 #include <string.h>
@@ -160,17 +161,10 @@ void tw__advise_huge_pages(void *p, size_t bytes)
  * AddressSanitizer every segment under TW_SEG_MAP_BYTES stays malloc'd, so
  * that its redzones catch an overflow of one (the larger ones, mapped in
  * every build, test the mapped path there). */
-#if defined(__SANITIZE_ADDRESS__)
-#define TW_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define TW_ASAN 1
-#endif
-#endif
 
 static size_t map_threshold(void)
 {
-#ifdef TW_ASAN
+#ifdef TW_SAN_ADDRESS
     return TW_SEG_MAP_BYTES;
 #else
     long page = sysconf(_SC_PAGESIZE);

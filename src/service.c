@@ -1128,7 +1128,10 @@ int tw_advance(tw_service *s, uint64_t now_ns)
         tw__wheel_step(s, tw__tick_floor(s, now_ns));
         tw__deliver(s);
         tw__wheel_maintain(s);
-        tw__wheel_trim(s, tw__clock_read(s)); /* no cursor to come back for it: the next advance */
+        /* now_ns is the clock's reading (manual_now, stored above under
+         * the drain lock). No cursor comes back for the trim: the next
+         * advance does. */
+        tw__wheel_trim(s, now_ns);
         tw__unhold(held);
     }
     pthread_mutex_unlock(&s->drain_lock);

@@ -3,9 +3,8 @@
  *
  * The build force-includes this header (-include) ahead of everything else
  * in every translation unit of the library (CMakeLists.txt). Outside a
- * ThreadSanitizer build it is empty. Inside one (the compiler says so:
- * __SANITIZE_THREAD__ for gcc, __has_feature(thread_sanitizer) for clang;
- * a user's own -fsanitize=thread in CMAKE_C_FLAGS is enough) it:
+ * ThreadSanitizer build it is empty. Inside one (sanitizers.h asks the
+ * compiler; a user's own -fsanitize=thread in CMAKE_C_FLAGS is enough) it:
  *
  *   - defines TW_TSAN to 1, for annotations in our code
  *     (test it with #ifdef TW_TSAN: it is not defined otherwise);
@@ -47,16 +46,9 @@
 #ifndef TW_TSAN_SHIM_H
 #define TW_TSAN_SHIM_H
 
-#if defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define TW_TSAN_SHIM_ACTIVE 1
-#endif
-#endif
-#if defined(__SANITIZE_THREAD__) && !defined(TW_TSAN_SHIM_ACTIVE)
-#define TW_TSAN_SHIM_ACTIVE 1
-#endif
+#include "sanitizers.h" /* the compiler's word: TW_SAN_THREAD */
 
-#ifdef TW_TSAN_SHIM_ACTIVE
+#ifdef TW_SAN_THREAD
 
 #define TW_TSAN 1
 
@@ -125,7 +117,6 @@
 #define uatomic_and(addr, v) ((void)__atomic_and_fetch((addr), (v), __ATOMIC_SEQ_CST))
 #define uatomic_or(addr, v)  ((void)__atomic_or_fetch((addr), (v), __ATOMIC_SEQ_CST))
 
-#endif /* TW_TSAN_SHIM_ACTIVE */
-#undef TW_TSAN_SHIM_ACTIVE
+#endif /* TW_SAN_THREAD */
 
 #endif /* TW_TSAN_SHIM_H */

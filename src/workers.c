@@ -658,16 +658,16 @@ static void prefetch_record(tw_service *s, tw_timer h)
 #define RELEASE_STEPS  16
 #define RELEASE_MIN_NS 50000u
 
-static uint64_t release_step(const tw_service *s)
+static uint64_t release_step_for(uint64_t tick_ns)
 {
-    uint64_t fine = s->cfg.tick_ns / RELEASE_STEPS, quarter = s->cfg.tick_ns / 4;
+    uint64_t fine = tick_ns / RELEASE_STEPS, quarter = tick_ns / 4;
     uint64_t floor = quarter < RELEASE_MIN_NS ? quarter : RELEASE_MIN_NS;
     return fine > floor ? fine : floor;
 }
 
 static uint64_t release_time(const tw_service *s, uint64_t deadline)
 {
-    uint64_t q = release_step(s);
+    uint64_t q = s->pool.release_step;
     return tw__ceil_div(deadline, q) * q;
 }
 
@@ -966,6 +966,7 @@ int tw__pool_start(tw_service *s, uint32_t nthreads)
     atomic_init(&p->quit, false);
     atomic_init(&p->quit_seq, 0);
     p->nthreads = 0;
+    p->release_step = release_step_for(s->cfg.tick_ns);
     if (nthreads == 0)
         return TW_OK;
     p->threads = calloc(nthreads, sizeof *p->threads);

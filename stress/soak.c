@@ -45,13 +45,7 @@
 
 #include <malloc.h>
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define SOAK_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define SOAK_SANITIZED 1
-#endif
-#endif
+#include "sanitizers.h" /* TW_SAN_ANY */
 
 #define SESSIONS 1100 /* per thread, unless given */
 static uint64_t g_sessions = SESSIONS;
@@ -447,7 +441,7 @@ int main(int argc, char **argv)
      * them back (segments.c), or this soak does not test the cache. */
     if (reused == 0)
         st_fail("no segment was taken from the cache");
-#ifndef SOAK_SANITIZED
+#ifndef TW_SAN_ANY
     /* Entries left behind by cancelled and moved timers may reach twice
      * the pending timers plus compaction's slack (wheel.c), in segments
      * that double (16 bytes an entry), and the wheel keeps up to

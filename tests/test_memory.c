@@ -15,14 +15,6 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define T_SANITIZED_RSS 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define T_SANITIZED_RSS 1
-#endif
-#endif
-
 #define N_TIMERS 100000
 
 typedef struct row {
@@ -94,7 +86,7 @@ static void measure(row *r)
     tw__lanes_override = 0;
 }
 
-#ifndef T_SANITIZED_RSS /* (compared only without a sanitizer) */
+#ifndef TW_SAN_ANY /* (compared only without a sanitizer) */
 /* README's row for r, or NULL: "| slots | tick | lanes | levels | create
  * KiB | 100k MiB | bytes/timer |". */
 static bool readme_row(const char *readme, const row *r, double *create, double *mib,
@@ -145,7 +137,7 @@ static void memory_table_matches_readme(void **state)
     for (size_t i = 0; i < NROWS; i++)
         if (rows[i].create_kib > 1024)
             fail_msg("wheel_slots %u: %.0f KiB at create", rows[i].slots, rows[i].create_kib);
-#ifdef T_SANITIZED_RSS
+#ifdef TW_SAN_ANY
     print_message("      (sanitizer build: README's figures not compared)\n");
 #else
     if (t_under_valgrind()) {

@@ -14,13 +14,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define T_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define T_SANITIZED 1
-#endif
-#endif
 
 /* Through the wheel: with a slot capacity of 1, thousands of timers in a
  * few slots live in overflow segments; every one fires once, never early,
@@ -418,7 +411,7 @@ static void uninstalled_segment_waits_a_grace_period(void **state)
  * service stays consistent. Sanitizers reserve terabytes of
  * address space, and valgrind's own memory falls under the child's limit,
  * so there it is skipped. */
-#ifndef T_SANITIZED
+#ifndef TW_SAN_ANY
 static int enomem_child(void)
 {
     tw_service *s = t_service(T_MS, 64, 1);
@@ -458,7 +451,7 @@ static int enomem_child(void)
 static void out_of_memory_is_enomem_not_a_hang(void **state)
 {
     (void)state;
-#ifdef T_SANITIZED
+#ifdef TW_SAN_ANY
     skip();
 #else
     if (t_under_valgrind())

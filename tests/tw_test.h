@@ -21,6 +21,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "sanitizers.h" /* src/: TW_SAN_ANY, as the library decides it */
+
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,16 +56,9 @@ static inline bool t_under_valgrind(void)
 
 /* Whether malloc is a sanitizer's or valgrind's: they fill or pad what
  * they hand out, so which pages are resident says nothing about ours. */
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define T_SANITIZER_MALLOC 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define T_SANITIZER_MALLOC 1
-#endif
-#endif
 static inline bool t_foreign_malloc(void)
 {
-#ifdef T_SANITIZER_MALLOC
+#ifdef TW_SAN_ANY /* sanitizers.h */
     return true;
 #else
     return t_under_valgrind();
