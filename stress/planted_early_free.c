@@ -22,8 +22,9 @@
  *
  *   plant  tw__seg_plant_no_grace: what a step detached is freed at the
  *          step's end. A producer between its reservation and its publish
- *          then writes into freed memory (malloc'd: a slot here never
- *          grows segments of the 64 KiB that are mapped instead). ctest
+ *          then writes into freed memory (malloc'd: under a sanitizer
+ *          segments under 64 KiB are, segments.c map_threshold; a slot
+ *          here would need some 16,000 entries to grow one). ctest
  *          runs this mode under ASan and TSan through
  *          expect_sanitizer_report.cmake, up to 20 runs of 2 s: the test
  *          passes at the first report that names the free (tw__seg_free)

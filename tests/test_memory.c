@@ -123,6 +123,12 @@ static bool close_enough(double got, double want, double abs_slack)
 static void memory_table_matches_readme(void **state)
 {
     (void)state;
+    /* A first service pays what the process pays once: the library's code
+     * faulted in, malloc's first arena pages, stdio's. Measured without a
+     * warm-up, the first row's "at create" read 84-344 KiB from run to run
+     * (README: 76), and failed its 256 KiB slack on a loaded machine. */
+    row warm = rows[0];
+    measure(&warm);
     for (size_t i = 0; i < NROWS; i++)
         measure(&rows[i]);
     print_message("| wheel_slots | tick | lanes | levels | at create (KiB) | with 100k timers "
