@@ -141,7 +141,10 @@ static uint64_t run_moved(double seconds)
     uint64_t walks = 0, end = st_mono_ns() + (uint64_t)(seconds * 1e9);
     while (st_mono_ns() < end && st_failed() == 0) {
         reported = 0;
-        tw_foreach_pending(svc, note_deadline, NULL);
+        /* Pending for the whole walk (periodic, never cancelled here), its
+         * run and its move in progress included: reported exactly once. */
+        if (tw_foreach_pending(svc, note_deadline, NULL) != 1)
+            st_fail("moved: the walk did not report the timer once");
         uint64_t now = tw_now(svc);
         /* the grid (a run at or before now, + the period) or a move (now +
          * a tick): never later than now + the period */

@@ -40,10 +40,14 @@
  * never early (callback's tw_now() >= tw_now() before the last successful
  * arming + its delay), its own handle; the library's counters equal the
  * sums; tw__check after the run. Then each rare path's count is printed;
- * with require = 1 (as ctest runs it) a path never taken fails the run.
+ * with require = 1 (as ctest runs it) the run goes on past `seconds`
+ * while a path has not been taken (up to 10x as long: time_is_up), and a
+ * path never taken fails it.
  * Measured in 3 s on 2 cores, the least frequent path (NEWER) was taken
  * ~1000 .. 1800 times under TSan alone or ASan, 30 .. 50 times with
- * injected yields (TW_INJECT_YIELDS: the advancer steps 8x less often).
+ * injected yields (TW_INJECT_YIELDS: the advancer steps 8x less often);
+ * on 2026-11-24, with other builds and tests running, 2 .. 154 times
+ * under TSan.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -85,11 +89,51 @@ typedef struct producer {
 static tw_service *g_s;
 static uint64_t g_tick;
 static uint64_t g_iterations;
-static uint64_t g_end_ns;
+static uint64_t g_end_ns;              /* written before the threads start */
+static uint64_t g_extended_ns;         /* with require: the latest end */
+static uint64_t g_require;
+static _Atomic bool g_all_taken;       /* every required path seen taken */
 static pthread_barrier_t g_barrier;
 static _Atomic bool g_producers_done;
 static _Atomic uint64_t g_steps;       /* bumped just before each tw_advance */
 static _Atomic(rp_rec *) g_running;    /* a slow callback's timer, while it runs */
+
+/* Whether every path `require` asks for has been taken so far: the rare
+ * paths before HANDED_OVER (the later ones are other programs' to take)
+ * and an overflowed slot. The counters are the library's stripes, summed
+ * while producers add to them (atomic; a sum only lags). */
+static bool all_paths_taken(void)
+{
+    if (atomic_load_explicit(&g_all_taken, memory_order_relaxed))
+        return true;
+    for (int i = 0; i < TW_RARE_HANDED_OVER; i++)
+        if (tw__rare_total(g_s, i) == 0)
+            return false;
+    tw_stats st;
+    tw_stats_get(g_s, &st);
+    if (st.overflowed == 0)
+        return false;
+    /* Relaxed: a flag that only saves the sums; the paths stay taken. */
+    atomic_store_explicit(&g_all_taken, true, memory_order_relaxed);
+    return true;
+}
+
+/* The run ends `seconds` after its start. With require it goes on while a
+ * path has not been taken, up to ten times as long: the races need the
+ * threads to run at the same time, which a loaded machine grants less
+ * often (beside CPU hogs a TSan run took NEWER 2 to 6 times in 3 s, and
+ * once missed two paths in 18 s; alone, hundreds to thousands of times;
+ * on one CPU, never), and a run that stopped on time with a path missing
+ * failed CI for nothing. */
+static bool time_is_up(void)
+{
+    uint64_t now = st_mono_ns();
+    if (now < g_end_ns)
+        return false;
+    if (!g_require || now >= g_extended_ns)
+        return true;
+    return all_paths_taken();
+}
 
 /* ---- callbacks --------------------------------------------------------------- */
 
@@ -287,12 +331,12 @@ static void *producer_main(void *arg)
     pthread_barrier_wait(&g_barrier);
     uint64_t last = 0, burst = 0, budget = 1;
     for (uint64_t ops = 0; p->sched_ok < g_iterations; ops++) {
-        if ((ops & 15) == 0 && st_mono_ns() >= g_end_ns)
+        if ((ops & 15) == 0 && time_is_up())
             break;
         if (burst++ == budget) {
             /* Acquire: a counter only; nothing else is read through it. */
             while (atomic_load_explicit(&g_steps, memory_order_acquire) == last &&
-                   st_mono_ns() < g_end_ns)
+                   !time_is_up())
                 sched_yield();
             last = atomic_load_explicit(&g_steps, memory_order_acquire);
             burst = 0;
@@ -382,7 +426,7 @@ int main(int argc, char **argv)
     double seconds = st_arg_seconds(argc, argv, 3);
     uint64_t wheel_slots = st_arg(argc, argv, 4, 4);
     uint64_t slot_capacity = st_arg(argc, argv, 5, 1);
-    uint64_t require = st_arg(argc, argv, 6, 0);
+    uint64_t require = g_require = st_arg(argc, argv, 6, 0);
     uint64_t seed = st_arg(argc, argv, 7, st_seed_default());
     if (nthreads < 1 || nthreads > 256) {
         fprintf(stderr, "threads: 1 .. 256\n");
@@ -402,7 +446,9 @@ int main(int argc, char **argv)
     st_rng adv_rng;
     st_rng_seed(&adv_rng, seed, 1000);
     pthread_barrier_init(&g_barrier, NULL, (unsigned)nthreads + 2);
-    g_end_ns = st_mono_ns() + (uint64_t)(seconds * 1e9);
+    uint64_t started_ns = st_mono_ns();
+    g_end_ns = started_ns + (uint64_t)(seconds * 1e9);
+    g_extended_ns = g_end_ns + 9 * (uint64_t)(seconds * 1e9);
     for (uint64_t i = 0; i < nthreads; i++) {
         prod[i].id = (int)i;
         st_rng_seed(&prod[i].rng, seed, i);
@@ -417,6 +463,7 @@ int main(int argc, char **argv)
         pthread_join(prod[i].th, NULL);
     atomic_store_explicit(&g_producers_done, true, memory_order_release);
     pthread_join(adv, NULL);
+    printf("rare_paths: ran %.1f s\n", (double)(st_mono_ns() - started_ns) / 1e9);
 
     /* Quiescent: check, run everything that is due, check, stop. */
     char buf[512];

@@ -165,12 +165,18 @@ static void periodic_manual_runs_every_processed_tick(void **state)
  * record), its start and its end; then for each run and the next one:
  *   - never early: start >= deadline;
  *   - the next deadline is on the grid: deadline + k * period, k >= 1;
- *   - a grid point at or before the end of the run (passed when it ended)
- *     is skipped (k >= 2 if deadline + period <= end);
+ *   - every grid point at or before the end of the run (passed when it
+ *     ended) is skipped: the next deadline is after the end;
  *   - none is skipped that had not passed a good while after the run
- *     ended (k == 1 if deadline + period > end + SLACK: the re-arm comes
- *     just after the callback returns, so SLACK covers only that gap). */
-#define MONO_RUNS 400
+ *     ended: the last one skipped is at most end + SLACK (the re-arm reads
+ *     the clock just after the callback returns; SLACK covers that gap,
+ *     a preemption included).
+ * The period is larger than SLACK, so that skipping one point too many is
+ * seen: with a 1 ms period and 20 ms of slack, a re-arm that skipped three
+ * points too many passed this test. Every seventh run overruns two to
+ * three periods. */
+#define MONO_RUNS 30
+#define MONO_PERIOD (50 * T_MS)
 typedef struct mono_per {
     tw_service *s;
     atomic_int runs;          /* the test thread polls it */
@@ -197,7 +203,7 @@ static void mono_run(tw_timer t, void *arg)
     m->deadline[i] = atomic_load(&rec->deadline) + m->s->origin;
     m->start[i] = start;
     if (i % 7 == 3) /* now and then a run that overruns a period */
-        t_sleep_ns(2 * T_MS + (uint64_t)(i % 3) * T_MS / 2);
+        t_sleep_ns(2 * MONO_PERIOD + (uint64_t)(i % 3) * MONO_PERIOD / 2);
     m->end[i] = mono_now();
     atomic_store(&m->runs, i + 1); /* runs never overlap: one writer at a time */
 }
@@ -205,7 +211,7 @@ static void mono_run(tw_timer t, void *arg)
 static void periodic_monotonic_skips_only_passed_runs(void **state)
 {
     (void)state;
-    const uint64_t SLACK = 20 * T_MS;
+    const uint64_t SLACK = 25 * T_MS, P = MONO_PERIOD;
     for (uint32_t workers = 0; workers <= 2; workers++) {
         tw_config cfg;
         tw_config_init(&cfg);
@@ -215,16 +221,16 @@ static void periodic_monotonic_skips_only_passed_runs(void **state)
         memset(&m, 0, sizeof m);
         m.s = s;
         tw_timer h;
-        ASSERT_RC(tw_schedule_every(s, 0, cfg.tick_ns, mono_run, &m, &h), TW_OK);
-        for (int i = 0; i < 3000 && atomic_load(&m.runs) < MONO_RUNS; i++)
-            t_sleep_ns(T_MS);
+        ASSERT_RC(tw_schedule_every(s, 0, P, mono_run, &m, &h), TW_OK);
+        for (int i = 0; i < 30000 && atomic_load(&m.runs) < MONO_RUNS; i++)
+            t_sleep_ns(T_MS); /* 2 s, or up to 30 on a loaded machine */
         ASSERT_RC(tw_cancel_sync(s, h), TW_OK);
         ASSERT_RC(tw_stop(s, NULL), TW_OK);
         int runs = atomic_load(&m.runs);
-        assert_true(runs >= 100);
+        assert_int_equal(runs, MONO_RUNS);
         int skipped = 0;
         for (int i = 0; i + 1 < runs; i++) {
-            uint64_t d = m.deadline[i], nd = m.deadline[i + 1], P = cfg.tick_ns;
+            uint64_t d = m.deadline[i], nd = m.deadline[i + 1];
             if (m.start[i] < d)
                 fail_msg("workers %u: run %d started %" PRIu64 " ns early", workers, i,
                          d - m.start[i]);
@@ -232,13 +238,13 @@ static void periodic_monotonic_skips_only_passed_runs(void **state)
                 fail_msg("workers %u: run %d's deadline %" PRIu64 " is not on the grid of %"
                          PRIu64 " + k * %" PRIu64, workers, i + 1, nd, d, P);
             uint64_t k = (nd - d) / P;
-            if (d + P <= m.end[i] && k < 2)
-                fail_msg("workers %u: run %d ended at %" PRIu64 ", after the next grid point "
-                         "%" PRIu64 ", which was not skipped", workers, i, m.end[i], d + P);
-            if (d + P > m.end[i] + SLACK && k != 1)
+            if (nd <= m.end[i])
+                fail_msg("workers %u: run %d ended at %" PRIu64 ", after its next deadline "
+                         "%" PRIu64 ", which was not skipped", workers, i, m.end[i], nd);
+            if (k >= 2 && d + (k - 1) * P > m.end[i] + SLACK)
                 fail_msg("workers %u: run %d ended at %" PRIu64 ", %" PRIu64 " grid points "
-                         "skipped though the next (%" PRIu64 ") had not passed", workers, i,
-                         m.end[i], k - 1, d + P);
+                         "skipped, the last (%" PRIu64 ") more than %" PRIu64 " ns after it",
+                         workers, i, m.end[i], k - 1, d + (k - 1) * P, SLACK);
             skipped += (int)(k - 1);
         }
         print_message("      workers %u: %d runs, %d grid points skipped (runs that overran)\n",
