@@ -115,6 +115,23 @@ static void held_callback(tw_timer t, void *arg)
         t_sleep_ns(100 * T_US);
 }
 
+/* Whether the idle cursor has stopped coming back for trims. Its lists are
+ * its own (a look from here would race with its trims), but its plan is
+ * not: while tw__wheel_trim_due finds anything above what is kept, its
+ * lists included, the cursor plans to wake up (wake_tick, cursor.c
+ * cursor_sleep) at most a period and a tick past its tick cur; a plan
+ * further out, or never (UINT64_MAX), means it found nothing left. 0 is
+ * its "awake". */
+static bool cursor_done_trimming(tw_service *s)
+{
+    /* Seq_cst: the cursor's store of its plan. Read before cur: a newer cur
+     * only makes the plan look nearer. */
+    uint64_t w = atomic_load(&s->wake_tick);
+    /* Relaxed: the cursor's own variable. */
+    uint64_t c = atomic_load_explicit(&s->wheel.cur, memory_order_relaxed);
+    return w != 0 && w > c && w - c > 2 * PERIOD / s->cfg.tick_ns;
+}
+
 /* With workers and a cursor: a burst's batches go back once the cursor,
  * idle with nothing armed, comes back at the trim period for them (it
  * must not wait for the next timer, which may never come). */
@@ -167,8 +184,15 @@ static void idle_cursor_gives_back_a_burst_s_batches(void **state)
      * without the burst (a batch count can fall sooner: the pool keeps
      * twice the most one step handed out, and a slow run hands a burst out
      * over several steps). The lists are the cursor's: look after it is
-     * joined, four periods on. */
-    t_sleep_ns(4 * PERIOD);
+     * joined, once it stops coming back for trims (up to 10 s: a loaded
+     * machine may hold it back for periods). A cursor that never cuts them
+     * keeps coming back, and one that forgets them sleeps: both fail here. */
+    int idle = 0;
+    while (!cursor_done_trimming(s) && idle < 10000) {
+        t_sleep_ns(T_MS);
+        idle++;
+    }
+    printf("cursor done trimming about %d ms after the batches\n", idle);
     ASSERT_RC(tw_stop(s, NULL), TW_OK);
     assert_lists_kept_small(s);
     tw_destroy(s);
