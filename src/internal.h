@@ -322,6 +322,11 @@ bool tw__rec_trim_step(tw_records *r);
  * for it while so. */
 bool tw__rec_may_trim(tw_records *r, uint64_t in_use);
 extern bool tw__rec_plant_no_handshake; /* stress/table_shrink.c only */
+/* Tests only (stress/periodic_handover.c): called by a runner that holds a
+ * periodic timer's re-arm lease, just before it releases it, so that a
+ * test can make a reschedule meet that window however loaded the machine
+ * is. NULL (the default): nothing is called. Set before the service runs. */
+extern void (*_Atomic tw__rearm_window_hook)(void);
 /* Bytes of record chunks below the table's top (tests, soak). */
 size_t tw__rec_table_bytes(const tw_records *r);
 /* Release a lease on a record in PENDING|LEASE (deadline already written):

@@ -139,6 +139,19 @@ uint64_t tw__next_period_deadline(const tw_service *s, uint64_t deadline, uint64
     return deadline + ((passed - deadline) / period + 1) * period;
 }
 
+void (*_Atomic tw__rearm_window_hook)(void); /* tests only (internal.h) */
+
+/* The re-arm's lease is held: a reschedule now hands its deadline over.
+ * On two loaded cores a stress test's push met this window in none of
+ * 10,000 rounds (18 s); its hook holds the window open in some rounds. */
+static void rearm_window_hook(void)
+{
+    /* Relaxed: set before the service runs; a pointer to code, no data. */
+    void (*hook)(void) = atomic_load_explicit(&tw__rearm_window_hook, memory_order_relaxed);
+    if (__builtin_expect(hook != NULL, 0))
+        hook();
+}
+
 static void finish_periodic(tw_service *s, tw_record *rec, uint32_t idx,
                             uint64_t deadline)
 {
@@ -174,6 +187,7 @@ static void finish_periodic(tw_service *s, tw_record *rec, uint32_t idx,
             ? atomic_load_explicit(&rec->deadline, memory_order_relaxed)
             : tw__next_period_deadline(s, deadline, tw__period_of(&s->rec, idx));
         atomic_store_explicit(&rec->deadline, next, memory_order_relaxed);
+        rearm_window_hook();
         tw__lease_publish(s, rec, idx, true, tw__tick_of(s, next));
         return;
     }
