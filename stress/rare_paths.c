@@ -135,6 +135,15 @@ static bool time_is_up(void)
     return all_paths_taken();
 }
 
+/* CPUs this process may run on (1 if unknown). */
+static int cpus_allowed(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) != 0)
+        return 1;
+    return CPU_COUNT(&set);
+}
+
 /* ---- callbacks --------------------------------------------------------------- */
 
 /* Runs inside tw_advance on the advancer (or main, at the end). */
@@ -511,6 +520,12 @@ int main(int argc, char **argv)
            atomic_load_explicit(&g_steps, memory_order_relaxed));
     printf("rare paths:");
     uint64_t missing = 0;
+    /* The races need two threads running at once: a process allowed one
+     * CPU (taskset, a cgroup) takes none of them in any time. That is no
+     * finding about the library: a required path missing there skips the
+     * run (ctest's SKIP_RETURN_CODE) instead of failing it, once every
+     * other check has passed. */
+    bool one_cpu = cpus_allowed() < 2;
     /* The paths from HANDED_OVER on are other programs' to take
      * (periodic_handover, tests/test_stall.c). */
     for (int i = 0; i < TW_RARE_HANDED_OVER; i++) {
@@ -518,19 +533,23 @@ int main(int argc, char **argv)
         printf(" %s %" PRIu64, tw__rare_name(i), n);
         if (n == 0) {
             missing++;
-            if (require)
+            if (require && !one_cpu)
                 st_fail("rare path %s was never taken", tw__rare_name(i));
         }
     }
     printf(" overflowed %" PRIu64 "\n", st.overflowed);
     if (st.overflowed == 0) {
         missing++;
-        if (require)
+        if (require && !one_cpu)
             st_fail("no placement overflowed a slot's fixed array");
     }
     if (missing && !require)
         printf("rare_paths: %" PRIu64 " path(s) not taken in this run (not required)\n",
                missing);
+    bool skipped = missing && require && one_cpu && st_failed() == 0;
+    if (skipped)
+        printf("rare_paths: SKIPPED: %" PRIu64 " path(s) not taken, and this process may "
+               "run on one CPU only\n", missing);
 
     tw_destroy(g_s);
     for (uint64_t i = 0; i < nthreads; i++)
@@ -541,6 +560,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "rare_paths: %" PRIu64 " check(s) FAILED\n", st_failed());
         return 1;
     }
+    if (skipped)
+        return 77;
     printf("rare_paths: ok\n");
     return 0;
 }
