@@ -90,8 +90,7 @@ static tw_service *g_s;
 static uint64_t g_tick;
 static uint64_t g_iterations;
 static uint64_t g_end_ns;              /* written before the threads start */
-static uint64_t g_extended_ns;         /* with require: the latest end */
-static uint64_t g_require;
+static uint64_t g_extended_ns;         /* the latest end (g_end_ns without require) */
 static _Atomic bool g_all_taken;       /* every required path seen taken */
 static pthread_barrier_t g_barrier;
 static _Atomic bool g_producers_done;
@@ -130,7 +129,7 @@ static bool time_is_up(void)
     uint64_t now = st_mono_ns();
     if (now < g_end_ns)
         return false;
-    if (!g_require || now >= g_extended_ns)
+    if (now >= g_extended_ns)
         return true;
     return all_paths_taken();
 }
@@ -435,7 +434,7 @@ int main(int argc, char **argv)
     double seconds = st_arg_seconds(argc, argv, 3);
     uint64_t wheel_slots = st_arg(argc, argv, 4, 4);
     uint64_t slot_capacity = st_arg(argc, argv, 5, 1);
-    uint64_t require = g_require = st_arg(argc, argv, 6, 0);
+    uint64_t require = st_arg(argc, argv, 6, 0);
     uint64_t seed = st_arg(argc, argv, 7, st_seed_default());
     if (nthreads < 1 || nthreads > 256) {
         fprintf(stderr, "threads: 1 .. 256\n");
@@ -457,7 +456,7 @@ int main(int argc, char **argv)
     pthread_barrier_init(&g_barrier, NULL, (unsigned)nthreads + 2);
     uint64_t started_ns = st_mono_ns();
     g_end_ns = started_ns + (uint64_t)(seconds * 1e9);
-    g_extended_ns = g_end_ns + 9 * (uint64_t)(seconds * 1e9);
+    g_extended_ns = require ? g_end_ns + 9 * (uint64_t)(seconds * 1e9) : g_end_ns;
     for (uint64_t i = 0; i < nthreads; i++) {
         prod[i].id = (int)i;
         st_rng_seed(&prod[i].rng, seed, i);
