@@ -75,8 +75,11 @@ enum {
                              timer's re-arm (stress/periodic_handover.c) */
     TW_RARE_RAN_AWAY,     /* a producer stalled across 2^29 rotations dropped
                              its reservation (wheel.c; tests/test_stall.c) */
-    TW_RARE_EARLY_CLAIM,  /* a large slot was claimed before its tick (wheel.c,
+    TW_RARE_EARLY_CLAIM,  /* a claim of a large slot began before its tick (wheel.c,
                              early claims; tests/test_workers.c) */
+    TW_RARE_EARLY_LATE,   /* an early claim's tick came before it was done: it
+                             handed over what it had and delivered the rest as
+                             the step does (wheel.c; tests/test_workers.c) */
     TW_RARE_SEG_LOST,     /* a segment's install lost to another producer's: the
                              copy went to the drainer (segments.c, tw__seg_unused) */
     TW_RARE_COUNT
@@ -327,6 +330,12 @@ extern bool tw__rec_plant_no_handshake; /* stress/table_shrink.c only */
  * test can make a reschedule meet that window however loaded the machine
  * is. NULL (the default): nothing is called. Set before the service runs. */
 extern void (*_Atomic tw__rearm_window_hook)(void);
+/* Tests only (tests/test_workers.c): called by the cursor before each
+ * piece of an early claim (wheel.c), with whether the claim has gone late
+ * (its tick came) and how many claims it has staged; a nonzero return
+ * makes it late now. NULL (the default): nothing is called. Set before
+ * the service runs. */
+extern int (*_Atomic tw__early_piece_hook)(bool late, size_t staged);
 /* Bytes of record chunks below the table's top (tests, soak). */
 size_t tw__rec_table_bytes(const tw_records *r);
 /* Release a lease on a record in PENDING|LEASE (deadline already written):
@@ -567,6 +576,11 @@ void tw__vec_free(tw_vec *vec);
 #define TW_VEC_KEEP 8192u /* entries (64 KiB) a drainer's list always keeps */
 #define TW_TRIM_PERIOD_NS (1000u * 1000u * 1000u) /* lists and batches: slots.c, tw__vec_trim */
 extern uint64_t tw__trim_period_override; /* tests: 0 = TW_TRIM_PERIOD_NS */
+/* Tests only (test_workers.c): the lead, in ticks, at which the cursors of
+ * services created from now on claim a large slot early (cursor.c); 0 =
+ * from the slot's size. Set before tw_create, on the creating thread. */
+extern uint64_t tw__early_lead_override;
+
 /* The drain in three steps, so that a large slot can be taken a chunk at
  * a time (wheel.c, bursts): close (returns the final count), take
  * positions [from, to) (published values to out, tombstones left), reopen
@@ -682,9 +696,11 @@ uint64_t tw__wheel_entries(tw_service *s);
 uint64_t tw__wheel_next_work(tw_service *s);
 /* Early claims (wheel.c; the cursor, with a worker pool): the entries in
  * T's level-0 slot if they are enough to claim before T (else 0); claim
- * them, for the step to T to hand over first. */
+ * them, for the step to T to hand over first. stop_at: the service clock
+ * reading at which the cursor would step to T; a claim still going then
+ * hands over what it has and delivers the rest itself. */
 uint64_t tw__wheel_big_slot(tw_service *s, uint64_t T);
-void tw__wheel_claim_early(tw_service *s, uint64_t T);
+void tw__wheel_claim_early(tw_service *s, uint64_t T, uint64_t stop_at);
 /* After a step (drainer only): compact slots while the wheel holds more
  * entries than twice the pending timers plus compact_slack. True if
  * it is still over after this round (call again soon). */
@@ -939,6 +955,8 @@ struct tw_service {
     /* Cursor thread (MONOTONIC). */
     pthread_t cursor;
     bool cursor_started;
+    uint64_t early_lead;       /* tests: early claims' lead in ticks, fixed
+                                  (tw__early_lead_override); 0: by size */
     _Atomic uint64_t wake_tick TW_ALIGNED; /* cursor sleeps until this tick */
     _Atomic int32_t wake_seq;  /* futex word: bumped to wake the cursor */
     _Atomic bool cursor_quit;

@@ -790,13 +790,14 @@ void tw__wheel_step(tw_service *s, uint64_t T)
  * the prefetch overlaps with the claims before it. */
 #define TAKE_AHEAD 8
 
-/* Claim or re-place every entry taken so far (w->taken) for tick T; the
- * claims go to `into`; an entry whose timer is being moved is kept at
- * `keep_at` (take_entry). */
-static void claim_taken(tw_service *s, uint64_t T, tw_vec *into, uint64_t keep_at)
+/* Claim or re-place w->taken's entries [from, to) for tick T; the claims
+ * go to `into`; an entry whose timer is being moved is kept at `keep_at`
+ * (take_entry). */
+static void claim_range(tw_service *s, uint64_t T, size_t from, size_t to, tw_vec *into,
+                        uint64_t keep_at)
 {
     tw_wheel *w = &s->wheel;
-    for (size_t n = 0; n < w->taken.n; n++) {
+    for (size_t n = from; n < to; n++) {
         if (n + TAKE_AHEAD < w->taken.n) {
             tw_record *ahead = tw__rec(&s->rec, (uint32_t)w->taken.v[n + TAKE_AHEAD]);
             if (ahead)
@@ -804,18 +805,33 @@ static void claim_taken(tw_service *s, uint64_t T, tw_vec *into, uint64_t keep_a
         }
         take_entry(s, w->taken.v[n], T, into, keep_at);
     }
+}
+
+/* Claim or re-place every entry taken so far, and empty w->taken. */
+static void claim_taken(tw_service *s, uint64_t T, tw_vec *into, uint64_t keep_at)
+{
+    tw_wheel *w = &s->wheel;
+    claim_range(s, T, 0, w->taken.n, into, keep_at);
     tw__vec_clear(&w->taken);
+}
+
+/* With a worker pool, hand the claims made so far to the workers once
+ * there are at least `min` of them: ordered, counted, then delivered. */
+static void deliver_claims(tw_service *s, size_t min)
+{
+    tw_wheel *w = &s->wheel;
+    if (s->pool.nthreads > 0 && w->due.n / 2 >= min) {
+        order_due(w);
+        count_claims(s, w->due_from);
+        tw__deliver_early(s);
+    }
 }
 
 static void take_entries(tw_service *s, uint64_t T)
 {
     tw_wheel *w = &s->wheel;
     claim_taken(s, T, &w->due, T + 1); /* T is being processed: keep at the next */
-    if (s->pool.nthreads > 0 && w->due.n / 2 >= TW_PIPELINE) {
-        order_due(w);
-        count_claims(s, w->due_from);
-        tw__deliver_early(s);
-    }
+    deliver_claims(s, TW_PIPELINE);
 }
 
 /* ---- early claims of a large slot (the cursor, with a worker pool) -------- */
@@ -827,11 +843,25 @@ static void take_entries(tw_service *s, uint64_t T)
  * callbacks, on the cores they need (issue 14: WL5's callbacks/s). So when
  * the cursor is about to sleep and the next occupied tick's level-0 slot
  * holds more than TW_EARLY_MIN entries, it claims them before that tick
- * (tw__wheel_claim_early): the slot is taken as compaction takes it and
- * reopened for the same epoch; every live entry due at that tick is
- * claimed (PENDING -> FIRING, counted and under the claim floor as any
- * claim) into `staged`, the others placed again. The step to that tick
- * hands `staged` to the workers first, before it drains anything.
+ * (tw__wheel_claim_early): the slot's entries are copied out and it is
+ * reopened for the same epoch (closed only for the copy); then every live
+ * entry due at that tick is claimed (PENDING -> FIRING, counted and under
+ * the claim floor as any claim) into `staged`, the others placed again.
+ * The step to that tick hands `staged` to the workers first, before it
+ * drains anything.
+ *
+ * An early claim never holds the tick up. The cursor starts it a lead
+ * before the tick (cursor.c) that is meant to be enough, but a slot still
+ * being filled grows while it is claimed, and on a slow host a claim costs
+ * 100-200 ns: on 2026-11-24 (an Intel guest) the claim of a slot that was
+ * still growing outlasted its tick in 5 runs of 15, and WL5's first
+ * callback came 2-50 ms after its deadline. So the claim reads the clock
+ * every TW_EARLY_PIECE entries; once the tick is due (stop_at, the time
+ * the cursor would step to it), it does what the step would do first:
+ * hands `staged` to the workers, then claims the rest of the slot into the
+ * due list, delivered TW_PIPELINE at a time as the step's drain does
+ * (TW_RARE_EARLY_LATE counts it). The workers start each timer at its
+ * deadline, never before, whoever handed it over.
  *
  * Claimed early, a timer is still pending and behaves as any claimed one:
  * a cancel frees it (its staged handle then finds nothing to run), a
@@ -842,6 +872,7 @@ static void take_entries(tw_service *s, uint64_t T)
  * would have been. One tick is staged at a time.
  */
 #define TW_EARLY_MIN 16384  /* entries in a slot worth claiming early */
+#define TW_EARLY_PIECE 512  /* entries claimed between two looks at the clock */
 
 static uint64_t slot_entries(const tw_wheel *w, uint32_t l, uint32_t i)
 {
@@ -865,19 +896,65 @@ uint64_t tw__wheel_big_slot(tw_service *s, uint64_t T)
     return n >= TW_EARLY_MIN ? n : 0;
 }
 
-void tw__wheel_claim_early(tw_service *s, uint64_t T)
+/* The early claim's tick is due: hand what it staged to the workers now,
+ * as the step to it would first (hand_over_staged). The claims were
+ * counted as they were made; the part this claim added is handed over in
+ * the order it was claimed (see tw__wheel_claim_early). */
+static void hand_over_staged_now(tw_service *s, uint64_t T)
 {
     tw_wheel *w = &s->wheel;
-    /* Relaxed: only the drainer writes cur. */
-    uint64_t c = atomic_load_explicit(&w->cur, memory_order_relaxed);
+    w->staged_tick = T;
+    count_claims(s, w->due_from);
+    hand_over_staged(s, T);
+}
+
+int (*_Atomic tw__early_piece_hook)(bool late, size_t staged); /* tests (internal.h) */
+
+/* A test may make the claim late at a piece of its choosing, and hold it
+ * there (tests/test_workers.c): no host is slow on cue. */
+static bool early_piece_hook(const tw_wheel *w, bool late)
+{
+    /* Relaxed: set before the service runs; a pointer to code, no data. */
+    int (*hook)(bool, size_t) = atomic_load_explicit(&tw__early_piece_hook,
+                                                     memory_order_relaxed);
+    return __builtin_expect(hook != NULL, 0) && hook(late, w->staged.n / 2) != 0;
+}
+
+/* One look at the clock, before each piece of the claim. Once T's step is
+ * due, and only the first time, it hands over what is staged; true from
+ * then on: the claims go to the due list and out at once. */
+static bool hand_over_once_due(tw_service *s, uint64_t T, uint64_t stop_at, bool *late)
+{
+    bool forced = early_piece_hook(&s->wheel, *late);
+    if (!*late && (forced || tw__clock_read(s) >= stop_at)) {
+        *late = true;
+        tw__count_rare(s, TW_RARE_EARLY_LATE);
+        hand_over_staged_now(s, T);
+    }
+    return *late;
+}
+
+/* Late: claim what was taken (the slot is closed while it is taken, so an
+ * entry whose timer is being moved goes to a late slot, which the step
+ * drains) and deliver it as the step's drain does. */
+static void claim_and_deliver(tw_service *s, uint64_t T)
+{
+    claim_taken(s, T, &s->wheel.due, T);
+    deliver_claims(s, TW_PIPELINE);
+}
+
+/* Take T's slot, every lane, into w->taken, and reopen it for T. A
+ * producer that meets the slot closed goes to a late slot, which the next
+ * step drains and places again: so the slot is closed only while its
+ * entries are copied out, not while they are claimed (a claim costs ten
+ * times a copy; claiming out of the closed slot sent a third of WL5's
+ * burst through the late slots, and a step then spent 20-35 ms placing
+ * them again). Once late, each chunk is claimed and delivered as it is
+ * taken, as drain_slot does. */
+static void take_slot_for(tw_service *s, uint64_t T, uint64_t stop_at, bool *late)
+{
+    tw_wheel *w = &s->wheel;
     uint32_t i = (uint32_t)(T & (w->nslots - 1));
-    if (T <= c + 1 || next_epoch_after(w, 0, i, c) != T)
-        return; /* the step is next, or the slot is not T's */
-    tw__vec_clear(&w->taken);
-    w->step_min_tick = UINT64_MAX;
-    w->due_from = c + 1;
-    tw__seg_budget(s);
-    hands_full(w, c + 1);
     occupancy_clear(w, 0, i); /* set again by what is placed back */
     for (uint32_t lane = 0; lane < w->lanes; lane++) {
         tw_slot *sl = slot_at(w, 0, i, lane);
@@ -885,19 +962,67 @@ void tw__wheel_claim_early(tw_service *s, uint64_t T)
         for (uint32_t p = 0; p < count; p += TW_DRAIN_CHUNK) {
             tw__slot_take(sl, w->cap, p,
                           count - p < TW_DRAIN_CHUNK ? count : p + TW_DRAIN_CHUNK, &w->taken);
-            claim_taken(s, T, &w->staged, T); /* the slot reopens for T */
+            if (hand_over_once_due(s, T, stop_at, late))
+                claim_and_deliver(s, T);
         }
         tw__slot_detach(sl, w->cap, &w->segs);
         tw__slot_reopen(sl, T);
         count_removed(w, count);
     }
-    if (w->staged.n != 0)
-        w->staged_tick = T; /* the cursor learns of T from it (tw__wheel_next_work) */
+}
+
+/* The staged list is ordered after each early claim if the clock leaves
+ * time for it, at about this much a pair (a counting sort of 656,000 pairs
+ * took 12 ms on a 2-core guest, where the claim was due in less); else it
+ * is handed over with its latest part in the order it was claimed. */
+#define TW_ORDER_NS_PER_PAIR 25u
+
+static void order_staged(tw_service *s, uint64_t stop_at)
+{
+    tw_wheel *w = &s->wheel;
+    uint64_t cost = (uint64_t)(w->staged.n / 2) * TW_ORDER_NS_PER_PAIR;
+    if (tw__clock_read(s) + cost < stop_at)
+        order_list(w, &w->staged);
+}
+
+void tw__wheel_claim_early(tw_service *s, uint64_t T, uint64_t stop_at)
+{
+    tw_wheel *w = &s->wheel;
+    /* Relaxed: only the drainer writes cur. */
+    uint64_t c = atomic_load_explicit(&w->cur, memory_order_relaxed);
+    uint32_t i = (uint32_t)(T & (w->nslots - 1));
+    if (T <= c + 1 || next_epoch_after(w, 0, i, c) != T)
+        return; /* the step is next, or the slot is not T's */
+    bool late = false;
+    /* Counted as it starts: the workers may run the slot's first timers
+     * before it ends (tests/test_workers.c looks for either). */
     tw__count_rare(s, TW_RARE_EARLY_CLAIM);
-    /* Ordered now, off the tick's path: the step hands it over as it is. */
-    order_list(w, &w->staged);
+    tw__vec_clear(&w->taken);
+    w->step_min_tick = UINT64_MAX;
+    w->due_from = c + 1;
+    tw__seg_budget(s);
+    hands_full(w, c + 1);
+    take_slot_for(s, T, stop_at, &late);
+    /* The slot is open again: an entry whose timer is being moved is kept
+     * in it, for T. Empty here if the claim went late while taking. */
+    for (size_t p = 0; p < w->taken.n; p += TW_EARLY_PIECE) {
+        size_t end = w->taken.n - p < TW_EARLY_PIECE ? w->taken.n : p + TW_EARLY_PIECE;
+        bool now_late = hand_over_once_due(s, T, stop_at, &late);
+        claim_range(s, T, p, end, now_late ? &w->due : &w->staged, T);
+        if (now_late)
+            deliver_claims(s, TW_PIPELINE);
+    }
+    tw__vec_clear(&w->taken);
+    if (!late) {
+        if (w->staged.n != 0)
+            w->staged_tick = T; /* the cursor learns of T from it (tw__wheel_next_work) */
+        order_staged(s, stop_at); /* off the tick's path, if time allows */
+    }
+    order_due(w); /* what the late part claimed and did not deliver yet */
     count_claims(s, c + 1);
     hands_empty(w, c + 1);
+    if (late)
+        tw__deliver(s); /* after the window: it may run them here (no batch memory) */
 }
 
 /* The step to T (>= the staged tick) hands what was claimed early to the
@@ -907,9 +1032,16 @@ static void hand_over_staged(tw_service *s, uint64_t T)
     tw_wheel *w = &s->wheel;
     if (w->staged.n == 0 || w->staged_tick > T)
         return;
-    tw_vec t = w->due; /* empty: each step starts with an empty list */
-    w->due = w->staged; /* in order (tw__wheel_claim_early) */
-    w->staged = t;
+    if (w->due.n == 0) {
+        /* The common case (a step starts with an empty list): swap. */
+        tw_vec t = w->due;
+        w->due = w->staged; /* ordered if time allowed (order_staged) */
+        w->staged = t;
+    } else {
+        tw__vec_reserve(&w->due, w->due.n + w->staged.n);
+        memcpy(w->due.v + w->due.n, w->staged.v, w->staged.n * sizeof *w->staged.v);
+        w->due.n += w->staged.n;
+    }
     tw__vec_clear(&w->staged);
     tw__deliver_early(s);
 }

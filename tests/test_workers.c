@@ -250,6 +250,26 @@ static void count_pending(const tw_timer_info *info, void *ctx)
     (*(size_t *)ctx)++;
 }
 
+/* Every timer neither cancelled nor moved away ran once, none before its
+ * deadline. stats.fired counts a run as it starts: the last callbacks may
+ * still be on their way to their own count, so wait for them (5 s at most). */
+static void expect_runs(tw_service *s, early *e)
+{
+    uint64_t give_up = tw_now(s) + 5 * T_S;
+    for (int i = 0; i < EARLY_N; i++) {
+        bool want_run = !e[i].cancelled && e[i].deadline != UINT64_MAX;
+        while (want_run && atomic_load(&e[i].runs) == 0 && tw_now(s) < give_up)
+            t_sleep_ns(T_MS);
+    }
+    for (int i = 0; i < EARLY_N; i++) {
+        int want = e[i].cancelled || e[i].deadline == UINT64_MAX ? 0 : 1;
+        if (atomic_load(&e[i].runs) != want)
+            fail_msg("timer %d ran %d times, expected %d", i, atomic_load(&e[i].runs), want);
+        if (atomic_load(&e[i].early))
+            fail_msg("timer %d ran before its deadline", i);
+    }
+}
+
 /* One try: a fresh service, EARLY_N timers due at *due, and a wait for
  * the early claim of their slot. The cursor claims it when it wakes, the
  * claim's lead (cursor.c early_lead: 250 ns an entry, some 50 ms here)
@@ -288,7 +308,8 @@ static tw_service *early_try(tw_config *cfg, early *e, tw_timer *h, uint64_t *du
             fail_msg("no early claim and no run 5 s after the tick");
         t_sleep_ns(T_MS);
     }
-    /* The claim counts itself before the cursor goes on to the step. */
+    /* An early claim counts itself as it starts, before any of its timers
+     * can run (it may hand them over before it ends: wheel.c). */
     if (tw__rare_total(s, TW_RARE_EARLY_CLAIM) != 0)
         return s;
     tw_destroy(s);
@@ -375,25 +396,175 @@ static void large_slot_claimed_early(void **state)
     tw_stats st;
     t_stats(s, &st);
     assert_int_equal(st.pending, (uint64_t)moved);
-    /* stats.fired counts a run as it starts: the last callbacks may still
-     * be on their way to their own count. Wait for them (5 s at most). */
-    uint64_t give_up = tw_now(s) + 5 * T_S;
-    for (int i = 0; i < EARLY_N; i++) {
-        bool want_run = !e[i].cancelled && e[i].deadline != UINT64_MAX;
-        while (want_run && atomic_load(&e[i].runs) == 0 && tw_now(s) < give_up)
-            t_sleep_ns(T_MS);
-    }
-    for (int i = 0; i < EARLY_N; i++) {
-        int want = e[i].cancelled || e[i].deadline == UINT64_MAX ? 0 : 1;
-        if (atomic_load(&e[i].runs) != want)
-            fail_msg("timer %d ran %d times, expected %d", i, atomic_load(&e[i].runs), want);
-        if (atomic_load(&e[i].early))
-            fail_msg("timer %d ran before its deadline", i);
-    }
+    expect_runs(s, e);
     print_message("      %d cancelled, %d moved after the early claim\n", cancelled, moved);
     tw_destroy(s);
     free(e);
     free(h);
+}
+
+/* An early claim that its tick overtakes (a slot still filling while it is
+ * claimed, a slow host) hands what it has staged to the workers at the
+ * tick and claims and delivers the rest as the step does (wheel.c); before,
+ * the whole claim held the tick up (WL5's first callback 2-50 ms late). No
+ * host is slow on cue, so once LATE_AT timers are staged the test's hook
+ * (tw__early_piece_hook) makes the claim late: by holding it until its
+ * tick has come, so that the claim's own look at the clock finds it late,
+ * or (well before the tick) by its return. Then it holds the claim at its
+ * next piece until a callback has run: the staged timers must start while
+ * the claim is still going. Timers cancelled and moved before the claim
+ * meet it as dead entries; every other one must run exactly once, none
+ * before its deadline. */
+enum { LATE_AT = 10000 };
+
+static atomic_int g_runs_total;   /* every early_run */
+static atomic_int g_by_clock;      /* 1: make the claim late by holding it past its
+                                      tick (its own look at the clock); 0: by the
+                                      hook's return */
+static _Atomic uint64_t g_due;     /* the timers' deadline (service time) */
+static tw_service *_Atomic g_late_s;
+static atomic_size_t g_staged_seen;
+static atomic_int g_held;          /* the claim was held once it went late */
+static atomic_int g_ran_while_held;
+
+static void counted_run(tw_timer t, void *arg)
+{
+    early_run(t, arg);
+    atomic_fetch_add(&g_runs_total, 1);
+}
+
+static int late_piece_hook(bool late, size_t staged)
+{
+    if (!late) {
+        atomic_store(&g_staged_seen, staged);
+        if (staged < LATE_AT)
+            return 0;
+        if (!atomic_load(&g_by_clock))
+            return 1;
+        /* Hold the claim until its tick has come (30 s at most). */
+        tw_service *s = atomic_load(&g_late_s);
+        for (int ms = 0; ms < 30000 && tw_now(s) < atomic_load(&g_due); ms++)
+            t_sleep_ns(T_MS);
+        return 0;
+    }
+    if (atomic_exchange(&g_held, 1) || atomic_load(&g_staged_seen) == 0)
+        return 0; /* held already, or nothing was handed over to wait for */
+    /* The staged timers are the workers' now, due at their deadline. */
+    for (int ms = 0; ms < 30000 && atomic_load(&g_runs_total) == 0; ms++)
+        t_sleep_ns(T_MS);
+    atomic_store(&g_ran_while_held, atomic_load(&g_runs_total) > 0);
+    return 0;
+}
+
+static tw_service *late_try(tw_config *cfg, early *e, tw_timer *h, int *cancelled, int *moved)
+{
+    atomic_store(&g_runs_total, 0);
+    atomic_store(&g_staged_seen, 0);
+    atomic_store(&g_held, 0);
+    atomic_store(&g_ran_while_held, 0);
+    /* A lead of half the 800 ms: under TSan taking the slot alone outlasted
+     * the lead by size (some 50 ms), and the claim went late on its own
+     * with nothing staged yet. */
+    tw__early_lead_override = 400;
+    tw_service *s = t_service_cfg(cfg);
+    tw__early_lead_override = 0;
+    ASSERT_RC(tw_pause(s), TW_OK); /* armed whole before the cursor looks */
+    uint64_t due = tw_now(s) + 800 * T_MS; /* as early_try: valgrind arms slowly */
+    atomic_store(&g_late_s, s);
+    atomic_store(&g_due, due);
+    *cancelled = *moved = 0;
+    for (int i = 0; i < EARLY_N; i++) {
+        e[i].s = s;
+        e[i].deadline = due;
+        atomic_store(&e[i].runs, 0);
+        atomic_store(&e[i].early, 0);
+        e[i].cancelled = 0;
+        ASSERT_RC(tw_schedule_at(s, due, counted_run, &e[i], &h[i]), TW_OK);
+    }
+    for (int i = 0; i < EARLY_N; i += 7) {
+        ASSERT_RC(tw_cancel(s, h[i]), TW_OK);
+        e[i].cancelled = 1;
+        (*cancelled)++;
+    }
+    for (int i = 3; i < EARLY_N; i += 11) {
+        if (e[i].cancelled)
+            continue;
+        ASSERT_RC(tw_reschedule(s, h[i], 3600 * T_S), TW_OK);
+        e[i].deadline = UINT64_MAX; /* must not run in this test */
+        (*moved)++;
+    }
+    ASSERT_RC(tw_resume(s), TW_OK);
+    uint64_t want = (uint64_t)(EARLY_N - *cancelled - *moved);
+    uint64_t limit = due + 30 * T_S; /* TSan on a loaded host: see above */
+    for (;;) {
+        tw_stats st;
+        t_stats(s, &st);
+        if (st.fired >= want)
+            break;
+        if (tw_now(s) >= limit)
+            fail_msg("%" PRIu64 " of %" PRIu64 " ran 30 s after the tick", st.fired, want);
+        t_sleep_ns(10 * T_MS);
+    }
+    if (atomic_load(&g_held) && atomic_load(&g_staged_seen) != 0)
+        return s;
+    /* No early claim (the cursor was kept off the CPU through its lead and
+     * stepped to the tick), or it went late on its own with nothing staged:
+     * the host's doing. */
+    tw_destroy(s);
+    return NULL;
+}
+
+static void early_claim_late(int by_clock)
+{
+    atomic_store(&g_by_clock, by_clock);
+    tw_config cfg;
+    tw_config_init(&cfg);
+    cfg.workers = 2;
+    cfg.tick_ns = T_MS; /* the lead is in ticks */
+    early *e = calloc(EARLY_N, sizeof *e);
+    tw_timer *h = calloc(EARLY_N, sizeof *h);
+    assert_non_null(e);
+    assert_non_null(h);
+    atomic_store(&tw__early_piece_hook, late_piece_hook);
+    tw_service *s = NULL;
+    int cancelled = 0, moved = 0;
+    for (int attempt = 1; attempt <= 3 && !s; attempt++) {
+        s = late_try(&cfg, e, h, &cancelled, &moved);
+        if (!s)
+            print_message("      try %d: no early claim went late with timers staged\n", attempt);
+    }
+    atomic_store(&tw__early_piece_hook, NULL);
+    if (!s)
+        fail_msg("3 tries, and no early claim went late with timers staged");
+    assert_true(tw__rare_total(s, TW_RARE_EARLY_LATE) >= 1);
+    if (!atomic_load(&g_ran_while_held))
+        fail_msg("%zu staged timers handed over, none ran while the claim was held",
+                 atomic_load(&g_staged_seen));
+    tw_stats st;
+    t_stats(s, &st);
+    assert_int_equal(st.fired, (uint64_t)(EARLY_N - cancelled - moved));
+    assert_int_equal(st.pending, (uint64_t)moved);
+    expect_runs(s, e);
+    print_message("      %zu staged when the claim went late; a run came while it was held\n",
+                  atomic_load(&g_staged_seen));
+    tw_destroy(s);
+    free(e);
+    free(h);
+}
+
+/* Held past its tick: the claim's own look at the clock makes it late. */
+static void early_claim_overtaken_by_its_tick(void **state)
+{
+    (void)state;
+    early_claim_late(1);
+}
+
+/* Made late by the hook well before the tick: the workers hold the
+ * handed-over timers until their deadline. */
+static void early_claim_handed_over_before_its_tick(void **state)
+{
+    (void)state;
+    early_claim_late(0);
 }
 
 int main(void)
@@ -405,6 +576,8 @@ int main(void)
         cmocka_unit_test(one_worker_waits_for_the_blocker),
         cmocka_unit_test(stealing_runs_each_timer_once),
         cmocka_unit_test(large_slot_claimed_early),
+        cmocka_unit_test(early_claim_overtaken_by_its_tick),
+        cmocka_unit_test(early_claim_handed_over_before_its_tick),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
