@@ -458,8 +458,11 @@ typedef struct tw_seg_guard {
     tw_service *s;
     _Atomic uint64_t *held; /* the count we raised; NULL: not entered */
     bool owned;             /* on an owned stripe: plain load + store */
+    bool installed;         /* an overflow segment or table was installed
+                               through it (wheel.c, strays); the placement
+                               clears it */
 } tw_seg_guard;
-#define TW_SEG_GUARD(svc) {.s = (svc), .held = NULL, .owned = false}
+#define TW_SEG_GUARD(svc) {.s = (svc), .held = NULL, .owned = false, .installed = false}
 void tw__seg_enter(tw_seg_guard *g);
 void tw__seg_leave(tw_seg_guard *g);
 static inline void tw__seg_done(tw_seg_guard *g)
@@ -491,6 +494,9 @@ void tw__seg_cache_init(tw_segs *g); /* create */
 void  tw__seg_budget(tw_service *s);
 /* Drainer: room to retire `items` more (false: keep them attached). */
 bool  tw__seg_may_retire(tw_segs *g, size_t items);
+/* Drainer: the overflow memory is within the budget (TW_SEG_KEEP_MIN) at
+ * the last tw__seg_budget: slots keep their segments. */
+bool  tw__seg_within_budget(const tw_segs *g);
 void  tw__seg_retire(tw_segs *g, void *p, size_t bytes, bool table);
 /* Drainer: advance the grace steps, free what is past them. True while
  * anything waits to be freed. */
@@ -590,8 +596,14 @@ void tw__slot_take(tw_slot *sl, uint32_t cap, uint32_t from, uint32_t to, tw_vec
 void tw__slot_reopen(tw_slot *sl, uint64_t epoch);
 /* Drainer, between the take and the reopen: hand the slot's overflow
  * segments to `g` to be freed after a grace period (segments.c); the next
- * round grows new ones as it needs them. */
-void tw__slot_detach(tw_slot *sl, uint32_t cap, tw_segs *g);
+ * round grows new ones as it needs them. False: it may not retire now
+ * (tw__seg_may_retire) and left them attached. */
+bool tw__slot_detach(tw_slot *sl, uint32_t cap, tw_segs *g);
+/* Drainer: if nobody has reserved in the slot's round, give back its
+ * overflow segments (close, detach, reopen the same round); a slot with
+ * reserved positions is left as it was (its drain gives them back).
+ * False: segments are left that tw__seg_may_retire refused. */
+bool tw__slot_give_back(tw_slot *sl, uint32_t cap, tw_segs *g);
 /* Drainer: close, take, detach and reopen for the same epoch (compaction:
  * the caller places the live entries again). */
 uint32_t tw__slot_compact(tw_slot *sl, uint32_t cap, tw_vec *out, tw_segs *g);
@@ -633,6 +645,9 @@ typedef struct tw_wheel {
     tw_slot *slot;           /* lanes * levels * nslots */
     _Atomic uint64_t *occ;   /* occupancy: levels * occ_words bits */
     _Atomic uint64_t *grew;  /* slots that grew a new segment (compaction) */
+    _Atomic uint64_t *strays;/* slots given an overflow segment since the trim
+                                last looked (levels * occ_words bits), then
+                                one word: any slot, late ones too (wheel.c) */
     uint32_t occ_words;      /* 64-bit words per level */
     tw_slot late[2];         /* always-open refuges for placements whose target
                                 slot was closed under them */
@@ -957,6 +972,8 @@ struct tw_service {
     bool cursor_started;
     uint64_t early_lead;       /* tests: early claims' lead in ticks, fixed
                                   (tw__early_lead_override); 0: by size */
+    uint64_t prefault_ns;      /* cursor: the slowest recent step of populating
+                                  records ahead, decaying (cursor.c) */
     _Atomic uint64_t wake_tick TW_ALIGNED; /* cursor sleeps until this tick */
     _Atomic int32_t wake_seq;  /* futex word: bumped to wake the cursor */
     _Atomic bool cursor_quit;

@@ -483,9 +483,14 @@ void tw__seg_budget(tw_service *s)
     g->cache.allow = g->budget_held > g->cache.min ? g->budget_held : g->cache.min;
 }
 
+bool tw__seg_within_budget(const tw_segs *g)
+{
+    return g->budget_held <= g->keep_min;
+}
+
 bool tw__seg_may_retire(tw_segs *g, size_t items)
 {
-    if (g->budget_held <= g->keep_min)
+    if (tw__seg_within_budget(g))
         return false; /* the slot keeps them for its next round */
     if (g->waiting_bytes >= g->max_bytes)
         return false; /* a stalled reader: keep segments in their slots */

@@ -89,7 +89,11 @@
  *   - A producer that read the word before a close may install a segment
  *     after the drainer detached: the install stays with the slot (fresh,
  *     for the next round) and its reserve fails; one installed into a
- *     detached table is never reserved and is freed with the table.
+ *     detached table is never reserved and is freed with the table. If
+ *     the next round reserves nothing, no drain may come for a long time
+ *     (a wheel slot reopened a turn away, an idle cursor): the producer
+ *     marks the slot and the trim gives such a segment back
+ *     (tw__slot_give_back; wheel.c, strays).
  *   - Readers of segments (reserving past the fixed array, publishing,
  *     tw_next_due's walk, the checker) stay inside a tw_seg_guard until
  *     they are done with the pointer.
@@ -150,9 +154,10 @@ static seg_ptr *seg_ptr_of(tw_slot *sl, uint32_t j, tw_seg_guard *make)
          * failure reads the winner's. */
         if (atomic_compare_exchange_strong_explicit(&sl->ovf, &o, fresh,
                                                     memory_order_acq_rel,
-                                                    memory_order_acquire))
+                                                    memory_order_acquire)) {
             o = fresh;
-        else
+            make->installed = true; /* the placement marks the slot (wheel.c, strays) */
+        } else
             tw__seg_unused(make, fresh, sizeof *fresh);
     }
     return o ? &o->seg[j - TW_SLOT_NEAR] : NULL;
@@ -214,6 +219,8 @@ static int ensure_room(tw_slot *sl, tw_seg_guard *g, uint32_t cap, uint32_t pos,
     if (atomic_compare_exchange_strong_explicit(sp, &have, seg, memory_order_acq_rel,
                                                 memory_order_acquire)) {
         have = seg;
+        if (j > 0)
+            g->installed = true; /* the placement marks the slot (wheel.c, strays) */
     } else {
         if (j > 0)
             tw__seg_unused(g, seg, seg_bytes(cap, j));
@@ -507,25 +514,56 @@ static void retire_at(seg_ptr *sp, size_t bytes, tw_segs *g)
         tw__seg_retire(g, seg, bytes, false);
 }
 
-void tw__slot_detach(tw_slot *sl, uint32_t cap, tw_segs *g)
+static bool holds_overflow(tw_slot *sl)
 {
     /* Relaxed: a look at our own slot's line, to skip the common case of
      * a round that never left the fixed array; an install we miss stays
-     * for the next round. */
+     * for the next round (or, if that reserves nothing, for the trim:
+     * wheel.c, strays). */
     bool any = atomic_load_explicit(&sl->ovf, memory_order_relaxed) != NULL;
     for (uint32_t j = 1; j < TW_SLOT_NEAR && !any; j++)
         any = atomic_load_explicit(&sl->near[j], memory_order_relaxed) != NULL;
-    if (!any || !tw__seg_may_retire(g, TW_SLOT_SEGS))
-        return; /* nothing to give back, or too much waiting already */
+    return any;
+}
+
+bool tw__slot_detach(tw_slot *sl, uint32_t cap, tw_segs *g)
+{
+    if (!holds_overflow(sl))
+        return true; /* nothing to give back */
+    if (!tw__seg_may_retire(g, TW_SLOT_SEGS))
+        return false; /* within the budget, or too much waiting already */
     for (uint32_t j = 1; j < TW_SLOT_NEAR; j++)
         retire_at(&sl->near[j], seg_bytes(cap, j), g);
     /* Acquire: as in retire_at. */
     tw_overflow *o = atomic_exchange_explicit(&sl->ovf, NULL, memory_order_acquire);
     if (!o)
-        return;
+        return true;
     for (uint32_t j = TW_SLOT_NEAR; j < TW_SLOT_SEGS; j++)
         retire_at(&o->seg[j - TW_SLOT_NEAR], seg_bytes(cap, j), g);
     tw__seg_retire(g, o, sizeof *o, true);
+    return true;
+}
+
+/* Why a round with no reservation may give its segments back and reopen
+ * as it was (as tw__slot_drain_late's empty round): the close freezes the
+ * count at 0, so no reserved position lies in an overflow segment, and a
+ * producer whose CAS succeeds on the restored word read a count of 0: its
+ * position is 0, in the fixed array. A producer that still holds a
+ * detached pointer is inside its guard, and the segment is freed only
+ * after a grace period. */
+bool tw__slot_give_back(tw_slot *sl, uint32_t cap, tw_segs *g)
+{
+    /* Relaxed: a first look (only the drainer closes); the close decides. */
+    if ((atomic_load_explicit(&sl->word, memory_order_relaxed) & TW_SLOT_COUNT_MASK) ||
+        !holds_overflow(sl))
+        return true; /* entries (their drain gives back), or nothing to give */
+    /* Acq_rel: as in slot_close. */
+    uint64_t w = atomic_fetch_or_explicit(&sl->word, TW_SLOT_CLOSED, memory_order_acq_rel);
+    bool done = (w & TW_SLOT_COUNT_MASK) != 0 || tw__slot_detach(sl, cap, g);
+    /* Release: the word as it was before the close (no producer can
+     * change a closed word); producers that see it see the detach. */
+    atomic_store_explicit(&sl->word, w, memory_order_release);
+    return done;
 }
 
 /* A counted segment nobody can reach: to the cache (`recycle`: after a

@@ -201,8 +201,9 @@ int tw__wheel_init(tw_wheel *w, uint32_t nslots, uint32_t cap)
     w->slot = mem == MAP_FAILED ? NULL : mem;
     w->occ = calloc((size_t)w->levels * w->occ_words, sizeof *w->occ);
     w->grew = calloc((size_t)w->levels * w->occ_words, sizeof *w->grew);
+    w->strays = calloc((size_t)w->levels * w->occ_words + 1, sizeof *w->strays);
     w->counts = malloc(TW_ORDER_SPAN * sizeof *w->counts);
-    if (!w->slot || !w->occ || !w->grew || !w->counts) {
+    if (!w->slot || !w->occ || !w->grew || !w->strays || !w->counts) {
         tw__wheel_fini(w);
         return TW_ENOMEM;
     }
@@ -238,6 +239,7 @@ void tw__wheel_fini(tw_wheel *w)
         munmap(w->slot, slot_bytes(w));
     free((void *)w->occ);
     free((void *)w->grew);
+    free((void *)w->strays);
     tw__vec_free(&w->taken);
     tw__vec_free(&w->due);
     tw__vec_free(&w->staged);
@@ -247,6 +249,7 @@ void tw__wheel_fini(tw_wheel *w)
     w->slot = NULL;
     w->occ = NULL;
     w->grew = NULL;
+    w->strays = NULL;
 }
 
 /* ---- placement (any thread) ---------------------------------------------- */
@@ -280,6 +283,23 @@ static void grew_mark(tw_wheel *w, uint32_t l, uint32_t i)
         atomic_fetch_or_explicit(word, 1ull << (i % 64), memory_order_relaxed);
 }
 
+/* A placement installed an overflow segment or table (wheel.c, strays,
+ * by the trim): mark slot (l, i), or only the summary word for a late
+ * slot (l == UINT32_MAX). Release, both: the trim's acquire exchange of
+ * either word then sees our install. An RMW every time, without a look
+ * first: installs are one per segment, and a mark skipped because the bit
+ * was set could be cleared by a look that does not see our install. The
+ * bit comes before the summary, so a look that misses the bit leaves the
+ * summary set for the next one. */
+static void stray_mark(tw_wheel *w, uint32_t l, uint32_t i)
+{
+    size_t words = (size_t)w->levels * w->occ_words;
+    if (l != UINT32_MAX)
+        atomic_fetch_or_explicit(&w->strays[(size_t)l * w->occ_words + i / 64],
+                                 1ull << (i % 64), memory_order_release);
+    atomic_store_explicit(&w->strays[words], 1, memory_order_release);
+}
+
 /* Every reserved position is counted on the producer's own stripe, so the
  * drainer can tell how many entries the wheel holds without walking it
  * (compaction, below). Every 2^16 reservations of a stripe wake the cursor,
@@ -302,6 +322,10 @@ static int place_late(tw_service *s, tw_seg_guard *g, uint64_t value)
         uint64_t round;
         _Atomic uint64_t *entry;
         int rc = tw__slot_reserve_any(&w->late[j], g, w->cap, &pos, &entry, &round);
+        if (g->installed) {
+            g->installed = false;
+            stray_mark(w, UINT32_MAX, 0);
+        }
         if (rc == TW_SLOT_CLOSED_NOW)
             continue; /* the step is draining it; the other one is open */
         if (rc == TW_SLOT_RAN_AWAY) {
@@ -369,6 +393,10 @@ static int place_once(tw_service *s, tw_seg_guard *g, uint64_t value, uint64_t k
     uint64_t round, epoch;
     _Atomic uint64_t *entry;
     int rc = tw__slot_reserve(sl, g, w->cap, e, &pos, &entry, &round, &epoch);
+    if (g->installed) {
+        g->installed = false;
+        stray_mark(w, l, i);
+    }
     if (rc == TW_SLOT_NEWER) {
         tw__count_rare(s, TW_RARE_NEWER);
         return 1; /* the cursor moved past our epoch: recompute */
@@ -1150,6 +1178,63 @@ static uint64_t compact_grown(tw_service *s, uint64_t c)
     return done;
 }
 
+/* ---- strays (the drainer only, at the trim) ------------------------------ */
+
+/*
+ * A producer that installed an overflow segment and then lost its
+ * reservation (the drain closed the slot, or reopened it for a later
+ * epoch: TW_SLOT_NEWER) leaves the segment with the slot, for its next
+ * round (slots.c). A drain gives it back if that round reserves anything;
+ * if it reserves nothing, the slot is not drained before its next epoch
+ * (a level-0 slot: a turn later, 4 s by default; higher levels: hours),
+ * and an idle cursor does not step at all. Found by test_segments'
+ * idle_cursor_frees_a_burst (TSan beside CPU hogs, where arming outlasted
+ * the deadline and timers went to the next ticks' slots): 512 bytes to
+ * 6 KiB kept for good in level-0 slots holding no entry, reopened for a
+ * turn later, with the cursor asleep. So every placement that installs an
+ * overflow segment or table marks its slot (stray_mark), and once a trim
+ * period the drainer gives back the segments of every marked slot that
+ * holds no reserved position (tw__slot_give_back: close, detach, reopen
+ * the same round); an idle cursor comes back for it (tw__wheel_trim_due).
+ * A slot with entries gives its segments back at its drain. Within the
+ * budget (TW_SEG_KEEP_MIN) slots keep theirs, as at a drain, and the
+ * marks are dropped, so strays kept that way stay within it.
+ */
+static void give_back_strays(tw_service *s)
+{
+    tw_wheel *w = &s->wheel;
+    size_t words = (size_t)w->levels * w->occ_words;
+    /* Relaxed: a first look, to skip the common case; acquire: pairs with
+     * stray_mark's release store (the marks made before it). */
+    if (atomic_load_explicit(&w->strays[words], memory_order_relaxed) == 0 ||
+        atomic_exchange_explicit(&w->strays[words], 0, memory_order_acquire) == 0)
+        return;
+    tw__seg_budget(s);
+    bool keep = tw__seg_within_budget(&w->segs);
+    for (size_t k = 0; k < words; k++) {
+        /* Relaxed: a first look; a bit it misses was set after the summary
+         * word's exchange above saw it, which leaves that word set. */
+        if (atomic_load_explicit(&w->strays[k], memory_order_relaxed) == 0)
+            continue;
+        /* Acquire: pairs with stray_mark's release RMW (the installs). */
+        uint64_t bits = atomic_exchange_explicit(&w->strays[k], 0, memory_order_acquire);
+        uint32_t l = (uint32_t)(k / w->occ_words);
+        while (bits && !keep) {
+            uint32_t i = (uint32_t)(k % w->occ_words) * 64 + (uint32_t)__builtin_ctzll(bits);
+            bits &= bits - 1;
+            bool done = true;
+            for (uint32_t lane = 0; lane < w->lanes; lane++)
+                done &= tw__slot_give_back(slot_at(w, l, i, lane), w->cap, &w->segs);
+            if (!done)
+                stray_mark(w, l, i); /* a stalled reader: the next period */
+        }
+    }
+    for (int j = 0; j < LATE_SLOTS && !keep; j++) {
+        if (!tw__slot_give_back(&w->late[j], w->cap, &w->segs))
+            stray_mark(w, UINT32_MAX, 0);
+    }
+}
+
 uint64_t tw__trim_period_override; /* tests (test_trim.c) */
 
 void tw__wheel_trim(tw_service *s, uint64_t now)
@@ -1166,6 +1251,7 @@ void tw__wheel_trim(tw_service *s, uint64_t now)
         tw__vec_trim(lists[i]);
     tw__pool_trim(s);
     tw__rec_trim(&s->rec, tw__pending(s));
+    give_back_strays(s);
 }
 
 bool tw__wheel_trim_due(tw_service *s, uint64_t *at)
@@ -1174,7 +1260,12 @@ bool tw__wheel_trim_due(tw_service *s, uint64_t *at)
     const tw_vec *lists[] = {&w->taken, &w->due, &w->spare, &w->staged};
     /* Steps remain: come back at once (the cursor plans the next tick). */
     *at = w->rec_stepping ? 0 : w->trim_at;
-    bool above = tw__pool_above_keep(s) || tw__rec_may_trim(&s->rec, tw__pending(s));
+    /* Relaxed (the strays' summary word): a hint of when to come back; a
+     * mark made after this look comes with a placement, which wakes the
+     * cursor, or is seen at its next loop. */
+    bool above = tw__pool_above_keep(s) || tw__rec_may_trim(&s->rec, tw__pending(s)) ||
+                 atomic_load_explicit(&w->strays[(size_t)w->levels * w->occ_words],
+                                      memory_order_relaxed) != 0;
     for (size_t i = 0; i < sizeof lists / sizeof lists[0] && !above; i++)
         above = tw__vec_above_keep(lists[i]);
     return above;

@@ -169,6 +169,9 @@
                                segments, as the C code's do while too much
                                detached memory waits for its grace period) */
 #endif
+#ifndef NGIVEBACK
+#define NGIVEBACK 1         /* give-backs a run may make (0: none) */
+#endif
 #define NT     NPROD        /* timers: producer p owns timer p */
 #define KEEP_NONE 255       /* keep_entry: drop it (no tick is this large) */
 #define MAXPOS (CAP + 3)    /* positions per slot: CAP, then overflow */
@@ -254,6 +257,7 @@ byte nmove[NT];             /* leases taken on it (deadline moves) */
 byte snapver[NT];
 byte ndone;                 /* producers finished */
 byte ncompact;              /* compactions so far (-DCOMPACT) */
+byte ngive;                 /* give-backs so far (NGIVEBACK) */
 
 /* Rare paths: RARE(n) is a no-op, unless the model is compiled with
  * -DREACH=n: then reaching path n is an assertion violation, which is how
@@ -272,6 +276,9 @@ byte ncompact;              /* compactions so far (-DCOMPACT) */
 #define R_COMPACTED       8   /* compaction placed a live entry again */
 #define R_STALE_DROPPED   9   /* a drain dropped a superseded entry */
 #define R_DETACHED_PUBLISH 10 /* a publish into a detached segment failed */
+#define R_GAVE_BACK       11  /* a give-back detached a slot's segment */
+#define R_GIVE_BACK_KEPT  12  /* a give-back's close found a reservation made
+                                 after its look: the word went back as it was */
 
 /* ---- how the model steps ----------------------------------------------------
  *
@@ -895,6 +902,68 @@ inline compact()
     dsi = 0; dE = 0
 }
 
+/* tw__slot_give_back (slots.c), from give_back_strays (wheel.c, strays;
+ * at the trim, between steps): here whenever the drainer likes, NGIVEBACK
+ * times, on any slot (a wheel slot or a late one: the marks, stray_mark,
+ * only decide which slots it looks at). The look at the word (relaxed:
+ * count 0, else its drain gives the segments back), the look at the
+ * segment pointer (holds_overflow), the close (fetch_or, acq_rel); if the
+ * count it returned is 0, tw__slot_detach (its own look at the pointer and
+ * the exchange with NULL: one step, since only the drainer makes the
+ * pointer NULL); then the store of the word exactly as the close found it
+ * (release): the same round, open. A producer's CAS on the restored word
+ * (the one it read before the close, or after) reserves position 0 (count
+ * 0): the reserve below CAP is one step here, as the CAS decides alone. */
+inline give_back()
+{
+    do                                      /* dp: the step next */
+    :: atomic {
+        dp == 0 && ngive < NGIVEBACK ->
+        ngive++;
+        select (dsi : 0 .. NSL - 1);
+        if                                  /* the first look (relaxed) */
+        :: W_COUNT(word[dsi]) == 0 -> dp = 1
+        :: else -> dsi = 0; break           /* entries: its drain gives back */
+        fi
+       }
+    :: atomic {
+        dp == 1 ->                          /* holds_overflow (relaxed) */
+        if
+        :: sseg[dsi] -> dp = 2
+        :: else -> dp = 0; dsi = 0; break   /* nothing to give back */
+        fi
+       }
+    :: atomic {
+        dp == 2 ->                          /* the close (fetch_or, acq_rel) */
+        dn = word[dsi];
+        word[dsi] = word[dsi] | W_CLOSED;
+        dp = 3
+       }
+    :: atomic {
+        dp == 3 ->
+#ifdef BROKEN_GIVE_BACK_ANY
+        /* BROKEN: detaches whatever count the close returned */
+        RARE(R_GAVE_BACK);
+        detach(dsi);
+#else
+        if
+        :: W_COUNT(dn) == 0 ->
+            RARE(R_GAVE_BACK);
+            detach(dsi)                     /* tw__slot_detach */
+        :: else -> RARE(R_GIVE_BACK_KEPT)   /* reserved since the look */
+        fi;
+#endif
+        dp = 4
+       }
+    :: atomic {
+        dp == 4 ->                          /* the word as it was (release) */
+        word[dsi] = dn;
+        dn = 0; dp = 0; dsi = 0;
+        break
+       }
+    od
+}
+
 #define PLACE_LOCALS \
     byte pl, pe, psi, pround, pw, prc, pj, pg, pq
 
@@ -917,6 +986,9 @@ proctype drainer()
        step_rest()
 #ifdef COMPACT
     :: compact()
+#endif
+#if NGIVEBACK > 0
+    :: give_back()
 #endif
 #ifdef JUMP
     :: atomic { cur + 1 < MAXT -> T = cur + 2; step_begin() }
