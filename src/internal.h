@@ -604,6 +604,9 @@ bool tw__slot_detach(tw_slot *sl, uint32_t cap, tw_segs *g);
  * reserved positions is left as it was (its drain gives them back).
  * False: segments are left that tw__seg_may_retire refused. */
 bool tw__slot_give_back(tw_slot *sl, uint32_t cap, tw_segs *g);
+/* Drainer: the slot holds an overflow segment or table (a first look: an
+ * install racing it may be missed). */
+bool tw__slot_holds_overflow(tw_slot *sl);
 /* Drainer: close, take, detach and reopen for the same epoch (compaction:
  * the caller places the live entries again). */
 uint32_t tw__slot_compact(tw_slot *sl, uint32_t cap, tw_vec *out, tw_segs *g);

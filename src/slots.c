@@ -514,7 +514,7 @@ static void retire_at(seg_ptr *sp, size_t bytes, tw_segs *g)
         tw__seg_retire(g, seg, bytes, false);
 }
 
-static bool holds_overflow(tw_slot *sl)
+bool tw__slot_holds_overflow(tw_slot *sl)
 {
     /* Relaxed: a look at our own slot's line, to skip the common case of
      * a round that never left the fixed array; an install we miss stays
@@ -528,7 +528,7 @@ static bool holds_overflow(tw_slot *sl)
 
 bool tw__slot_detach(tw_slot *sl, uint32_t cap, tw_segs *g)
 {
-    if (!holds_overflow(sl))
+    if (!tw__slot_holds_overflow(sl))
         return true; /* nothing to give back */
     if (!tw__seg_may_retire(g, TW_SLOT_SEGS))
         return false; /* within the budget, or too much waiting already */
@@ -553,13 +553,14 @@ bool tw__slot_detach(tw_slot *sl, uint32_t cap, tw_segs *g)
  * after a grace period. */
 bool tw__slot_give_back(tw_slot *sl, uint32_t cap, tw_segs *g)
 {
+    if (!tw__slot_holds_overflow(sl))
+        return true; /* nothing to give back */
     /* Relaxed: a first look (only the drainer closes); the close decides. */
-    if ((atomic_load_explicit(&sl->word, memory_order_relaxed) & TW_SLOT_COUNT_MASK) ||
-        !holds_overflow(sl))
-        return true; /* entries (their drain gives back), or nothing to give */
+    if (atomic_load_explicit(&sl->word, memory_order_relaxed) & TW_SLOT_COUNT_MASK)
+        return true; /* entries: their drain gives back (or marks the slot again) */
     /* Acq_rel: as in slot_close. */
     uint64_t w = atomic_fetch_or_explicit(&sl->word, TW_SLOT_CLOSED, memory_order_acq_rel);
-    bool done = (w & TW_SLOT_COUNT_MASK) != 0 || tw__slot_detach(sl, cap, g);
+    bool done = (w & TW_SLOT_COUNT_MASK) == 0 && tw__slot_detach(sl, cap, g);
     /* Release: the word as it was before the close (no producer can
      * change a closed word); producers that see it see the detach. */
     atomic_store_explicit(&sl->word, w, memory_order_release);

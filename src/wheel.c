@@ -300,6 +300,15 @@ static void stray_mark(tw_wheel *w, uint32_t l, uint32_t i)
     atomic_store_explicit(&w->strays[words], 1, memory_order_release);
 }
 
+/* After a drain reopened slot (l, i) (l == UINT32_MAX: a late slot): if it
+ * still holds segments past the budget, the trim is to look at it (see
+ * strays below). Within the budget a slot keeps them on purpose. */
+static void kept_mark(tw_wheel *w, tw_slot *sl, uint32_t l, uint32_t i)
+{
+    if (!tw__seg_within_budget(&w->segs) && tw__slot_holds_overflow(sl))
+        stray_mark(w, l, i);
+}
+
 /* Every reserved position is counted on the producer's own stripe, so the
  * drainer can tell how many entries the wheel holds without walking it
  * (compaction, below). Every 2^16 reservations of a stripe wake the cursor,
@@ -511,6 +520,7 @@ static void drain_slot(tw_service *s, uint32_t l, uint32_t i, uint64_t T)
         }
         tw__slot_detach(sl, w->cap, &w->segs);
         tw__slot_reopen(sl, next);
+        kept_mark(w, sl, l, i);
         count_removed(w, n);
     }
 }
@@ -796,6 +806,7 @@ void tw__wheel_step(tw_service *s, uint64_t T)
         drain_level(s, l, c, T);
     for (int j = 0; j < LATE_SLOTS; j++) {
         count_removed(w, tw__slot_drain_late(&w->late[j], w->cap, &w->taken, &w->segs));
+        kept_mark(w, &w->late[j], UINT32_MAX, 0);
         take_entries(s, T);
     }
     order_due(w);
@@ -995,6 +1006,7 @@ static void take_slot_for(tw_service *s, uint64_t T, uint64_t stop_at, bool *lat
         }
         tw__slot_detach(sl, w->cap, &w->segs);
         tw__slot_reopen(sl, T);
+        kept_mark(w, sl, 0, i);
         count_removed(w, count);
     }
 }
@@ -1196,7 +1208,10 @@ static uint64_t compact_grown(tw_service *s, uint64_t c)
  * period the drainer gives back the segments of every marked slot that
  * holds no reserved position (tw__slot_give_back: close, detach, reopen
  * the same round); an idle cursor comes back for it (tw__wheel_trim_due).
- * A slot with entries gives its segments back at its drain. Within the
+ * A slot with entries gives its segments back at its drain; a drain that
+ * leaves a slot segments past the budget (a stalled reader refused the
+ * detach, or an install came after it) marks it too (kept_mark;
+ * tests/test_segments.c, empty_slot_gives_back_its_segments_at_the_trim). Within the
  * budget (TW_SEG_KEEP_MIN) slots keep theirs, as at a drain, and the
  * marks are dropped, so strays kept that way stay within it.
  */

@@ -288,6 +288,43 @@ static void print_kept_segments(tw_service *s)
     }
 }
 
+/* A slot left holding segments in a round that reserves nothing (here: its
+ * drain could not detach them, a reader being inside; in a server: a
+ * producer installed one and then lost its reservation, see
+ * idle_cursor_frees_a_burst) is not drained again for a whole turn. The
+ * trim gives such segments back (wheel.c, strays): within a few trim
+ * periods, not a turn of the wheel later. */
+static void empty_slot_gives_back_its_segments_at_the_trim(void **state)
+{
+    (void)state;
+    enum { N = 2000, SLOTS = 256 };
+    tw__retire_max_override = 1; /* anything waiting stops the drains' detaches */
+    tw__trim_period_override = 5 * T_MS;
+    tw_service *s = strict_service(SLOTS);
+    tw__retire_max_override = 0;
+    tw__trim_period_override = 0;
+    tw_seg_guard g = TW_SEG_GUARD(s);
+    tw__seg_enter(&g);            /* a reader inside: nothing detached is freed */
+    arm_burst(s, N, 3 * T_MS);    /* its drain detaches: then something waits */
+    arm_burst(s, N, 5 * T_MS);    /* its drain may not: its slot keeps them */
+    for (uint64_t t = 1; t <= 5; t++)
+        ADVANCE(s, t * T_MS);
+    assert_true(s->wheel.segs.waiting_bytes > 0);
+    uint64_t kept = held(s) - s->wheel.segs.waiting_bytes;
+    if (kept < (uint64_t)(N - 64) * sizeof(uint64_t))
+        fail_msg("the second burst's slot kept %" PRIu64 " bytes, not its segments", kept);
+    tw__seg_done(&g);
+    /* Well before the slot's next round (tick 5 + SLOTS). */
+    uint64_t t = 6;
+    for (; t < 40 && held(s) != 0; t++)
+        ADVANCE(s, t * T_MS);
+    printf("empty slot: %" PRIu64 " bytes kept, %" PRIu64 " left at tick %" PRIu64
+           " (its next round: tick %d)\n", kept, held(s), t, 5 + SLOTS);
+    if (held(s) != 0)
+        fail_msg("%" PRIu64 " bytes still kept at tick %" PRIu64, held(s), t);
+    tw_destroy(s);
+}
+
 /* With a cursor thread: after a burst has fired and nothing else is
  * armed, the idle cursor still comes back for the grace steps and frees
  * the burst's segments within milliseconds (TW_RETIRE_POLL_NS); a segment
@@ -587,6 +624,7 @@ int main(void)
         cmocka_unit_test(wheel_turned_by_bursts_holds_about_one_burst),
         cmocka_unit_test(reader_inside_delays_the_free),
         cmocka_unit_test(stalled_reader_bounds_what_waits),
+        cmocka_unit_test(empty_slot_gives_back_its_segments_at_the_trim),
         cmocka_unit_test(idle_cursor_frees_a_burst),
         cmocka_unit_test(page_sized_segments_are_mapped),
         cmocka_unit_test(freed_segments_are_taken_again_from_the_cache),

@@ -141,8 +141,8 @@ fi
 
 # Every rare path can be taken in the model.
 names=(tombstoned newer late_slot cancel_lost lease_met resched_firing overflow compacted
-       stale_dropped detached_publish)
-for n in 1 2 3 4 5 6 7 8 9 10; do
+       stale_dropped detached_publish gave_back give_back_kept)
+for n in 1 2 3 4 5 6 7 8 9 10 11 12; do
     fail "reach$n" "rare path ${names[$((n - 1))]} reached" "assertion violated ($n!=$n)" \
         -DLEVELS=2 -DCOMPACT -DMAXT=1 -DDMAX=2 -DREACH=$n
 done
@@ -156,6 +156,8 @@ fail no_tag "BROKEN_NO_TAG (a timer moved earlier keeps a copy)" "gn==1" \
     -DMAXT=1 -DDMAX=1 -DBROKEN_NO_TAG
 fail rederive_segment "BROKEN_REDERIVE_SEGMENT (a stale publish lands in a later round's segment: the timer is late)" \
     "nmove[gi]==snapver[gi]" -DMAXT=1 -DDMAX=1 -DBROKEN_REDERIVE_SEGMENT
+fail give_back_any "BROKEN_GIVE_BACK_ANY (a give-back detaches under a reservation past capacity: the drain finds no segment)" \
+    "sseg[dsi]" -DMAXT=1 -DDMAX=1 -DBROKEN_GIVE_BACK_ANY
 
 wait
 for name in "${names_in_order[@]}"; do

@@ -37,6 +37,13 @@
  *     CAS an entry of it (its publish fails on the tombstone: it places
  *     again); a producer that read the word before a close may install a
  *     fresh segment after the detach (its CAS then fails: it looks again);
+ *   - the give-back of a slot's segments at the trim (tw__slot_give_back,
+ *     give_back_strays in wheel.c, strays): between steps, whenever the
+ *     drainer likes, NGIVEBACK times, on a wheel or late slot: a look at
+ *     the word (count 0?) and at the segment pointer, the close (fetch_or),
+ *     the detach if the count the close returned is 0, and the store of
+ *     the word exactly as the close found it (same round, open); a producer
+ *     whose reserve CAS succeeds on the restored word reserves position 0;
  *   - the hierarchical placement (place_once: t = max(k, c + 1), level,
  *     epoch, slot; beyond the span the top level re-places), the step over
  *     a range of ticks (tw__wheel_step, drain_level, take_entry: claim
@@ -58,12 +65,16 @@
  * orders are TSan's job in the stress tests), the 31-bit round numbers of
  * the word and the 2^30-round stall check (rounds are small numbers here),
  * when compaction runs (here: whenever the drainer likes, NCOMPACT times),
+ * which slots the give-back looks at (stray_mark's marks, the summary
+ * word, the trim period, tw__wheel_trim_due: here any slot, whenever the
+ * drainer likes, NGIVEBACK times),
  * the grace period that frees detached segments (here they stay, contents
  * and all, for ever: what it guarantees), the overflow table and segments
  * j >= 2 (one overflow segment per slot here: every segment is made,
  * loaded and detached alike), running out of memory, and the bound on
  * detached memory waiting (here: NDETACH detaches per run, then drains
- * keep the segments, as the C code's do while too much memory waits).
+ * keep the segments, as the C code's do while too much memory waits, or
+ * within the budget; a give-back's detach counts among the NDETACH).
  *
  * Properties, checked on every interleaving:
  *   1. none fired twice                    assert in the run step
@@ -113,7 +124,12 @@
  *                          the detached segment and publishes into the
  *                          fresh segment of a later round, at a position
  *                          that round may never reserve: the timer waits a
- *                          rotation or is lost (property 5, or 4 or 6).
+ *                          rotation or is lost (property 5, or 4 or 6);
+ *   -DBROKEN_GIVE_BACK_ANY the give-back detaches the segments whatever
+ *                          count its close returned: a producer that
+ *                          reserved an overflow position publishes into
+ *                          the detached segment (property 9), or the
+ *                          drain finds no segment for it.
  *
  * Sizes: -DLEVELS=1|2 (2 slots per level), -DCAP=1|2, -DNPROD=2|3
  * (producer 0: schedule, then reschedule / cancel / nothing; producer 1:
@@ -121,7 +137,8 @@
  * producer 2: schedule), -DNO_SECOND (schedule only), -DMAXT (ticks
  * stepped while producers run; then one jump over every deadline), -DDMAX
  * (largest delay, ticks), -DJUMP (the drainer may step two ticks at once),
- * -DNDETACH (detaches per run, default 1), -DRESERVE_ONE_STEP (the reserve
+ * -DNDETACH (detaches per run, default 1), -DNGIVEBACK (give-backs per
+ * run, default 1; 0: none), -DRESERVE_ONE_STEP (the reserve
  * at an overflow position, three steps otherwise: load of the word,
  * ensure_room, CAS, is one step, as below slot_capacity: this loses only
  * the reserves that made room and then lost their CAS to a close, such as
