@@ -137,8 +137,11 @@
  * producer 2: schedule), -DNO_SECOND (schedule only), -DMAXT (ticks
  * stepped while producers run; then one jump over every deadline), -DDMAX
  * (largest delay, ticks), -DJUMP (the drainer may step two ticks at once),
- * -DNDETACH (detaches per run, default 1), -DNGIVEBACK (give-backs per
- * run, default 1; 0: none), -DRESERVE_ONE_STEP (the reserve
+ * -DNDETACH (detaches per run, default 1), -DNGIVEBACK (give-backs that
+ * close a slot, per run, default 1; 0: none; a look that finds nothing to
+ * give back changes nothing, and is not counted, but with
+ * -DGIVEBACK_COUNT_LOOKS, for the non-progress run, where it would be a
+ * cycle), -DRESERVE_ONE_STEP (the reserve
  * at an overflow position, three steps otherwise: load of the word,
  * ensure_room, CAS, is one step, as below slot_capacity: this loses only
  * the reserves that made room and then lost their CAS to a close, such as
@@ -149,11 +152,11 @@
  * search exhaustive in less memory):
  *   spin -DMAXT=1 -DDMAX=2 -DRESERVE_ONE_STEP -a slot.pml
  *   gcc -O2 -DSAFETY -DCOLLAPSE -DMEMLIM=3072 -o pan pan.c
- *   ./pan -m200000                     # "errors: 0", 24.3M states, ~40 s, 1.3 GB
- *   spin -DMAXT=1 -DDMAX=1 -a slot.pml
- *   gcc -O2 -DNP -DCOLLAPSE -DMEMLIM=3072 -o pan pan.c
+ *   ./pan -m200000                     # "errors: 0", 40.0M states, ~80 s, 2.6 GB
+ *   spin -DMAXT=1 -DDMAX=1 -DGIVEBACK_COUNT_LOOKS -a slot.pml
+ *   gcc -O2 -DNP -DCOLLAPSE -DMEMLIM=8192 -o pan pan.c
  *   ./pan -l -m200000                  # no non-progress cycle: "errors: 0"
- *                                      # (24.5M states, ~65 s, 2 GB)
+ *                                      # (63.8M states, ~220 s, 4 GB)
  *   spin -DMAXT=1 -DDMAX=1 -DBROKEN_NO_TOMBSTONE -a slot.pml
  *   gcc -O2 -DSAFETY -o pan pan.c && ./pan -m200000     # "errors: 1"
  *   spin -t -p -DMAXT=1 -DDMAX=1 -DBROKEN_NO_TOMBSTONE slot.pml   # the trail
@@ -930,13 +933,19 @@ inline compact()
  * pointer NULL); then the store of the word exactly as the close found it
  * (release): the same round, open. A producer's CAS on the restored word
  * (the one it read before the close, or after) reserves position 0 (count
- * 0): the reserve below CAP is one step here, as the CAS decides alone. */
+ * 0): the reserve below CAP is one step here, as the CAS decides alone.
+ * A look that finds nothing to give back leaves the state as it was: only
+ * the close counts against NGIVEBACK (-DGIVEBACK_COUNT_LOOKS: the looks
+ * too, for the non-progress run). The detach takes one of the run's
+ * NDETACH (C: tw__seg_may_retire; refused, the slot is marked again). */
 inline give_back()
 {
     do                                      /* dp: the step next */
     :: atomic {
         dp == 0 && ngive < NGIVEBACK ->
-        ngive++;
+#ifdef GIVEBACK_COUNT_LOOKS
+        ngive++;                            /* (the non-progress run) */
+#endif
         select (dsi : 0 .. NSL - 1);
         if                                  /* the first look (relaxed) */
         :: W_COUNT(word[dsi]) == 0 -> dp = 1
@@ -952,6 +961,9 @@ inline give_back()
        }
     :: atomic {
         dp == 2 ->                          /* the close (fetch_or, acq_rel) */
+#ifndef GIVEBACK_COUNT_LOOKS
+        ngive++;
+#endif
         dn = word[dsi];
         word[dsi] = word[dsi] | W_CLOSED;
         dp = 3
