@@ -17,12 +17,12 @@
  *     wakes only when something is due, or when a producer arms a timer
  *     earlier than the planned wake-up (tw__cursor_poke).
  *
- * Lookahead: with a worker pool, the cursor processes each tick one tick
- * early (at the boundary before it) and the workers start each timer at
- * its deadline, in sixteenths of a tick of at least 50 us (workers.c),
- * never before: so lateness is not the tick's rounding (up to a whole tick
- * for a deadline just after a boundary) but one such step plus the
- * wake-up. A
+ * Lookahead: with a worker pool, the cursor processes each tick ahead of
+ * it (two ticks early below a 2 ms tick, one from 2 ms up) and the
+ * workers start each timer at its deadline, in sixteenths of a tick of at
+ * least 50 us (workers.c), never before: so lateness is not the tick's
+ * rounding (up to a whole tick for a deadline just after a boundary) but
+ * one such step plus the wake-up. A
  * claimed timer can still be cancelled or moved until it starts. With
  * workers = 0 the cursor itself runs the callbacks, so it does not look
  * ahead (a callback would otherwise run early); nor with ticks shorter than
@@ -90,12 +90,28 @@ static void records_grew(tw_records *r)
  * time (then the release step's floor, workers.c), and waking it costs
  * tens of us on a VM, which at a 100 us tick made
  * the tail worse (WL3 100 us p99 0.6-1.8 ms without, 1.8-2.9 ms with, on a
- * noisy 2-core VM), while the rounding it removes is only 100 us there. */
-#define TW_LOOKAHEAD_MIN_TICK 400000u /* ns */
+ * noisy 2-core VM), while the rounding it removes is only 100 us there.
+ *
+ * Two ticks below TW_LOOKAHEAD_TWO_BELOW, so that a timer's start waits
+ * for one late wake-up, its worker's, not for the cursor's as well. A
+ * woken thread may wait for a CPU until the kernel's next scheduler tick
+ * (4 ms at HZ=250): on the Intel guest (PREEMPT_NONE), beside WL3's four
+ * producers, a tw-worker and the tw-cursor sat runnable 5.4 and 3.9 ms
+ * behind one producer (perf sched timehist). With one tick ahead, a late
+ * cursor made every timer of the ticks it had not claimed yet late too:
+ * WL3 at 1 ms, 8 alternating runs each (medians): p99.9 3.8 ms one tick
+ * ahead, 0.65 two, 2.0 the heap's; max 7.0, 4.4 and 3.9. Four ticks ahead
+ * made timers with delays of 0.5-6 ms start later beside four CPU-bound
+ * producers (median lateness 0.08 -> 0.6 ms); two did not (0.08). From a
+ * 2 ms tick up, one tick ahead is 2 ms or more already. */
+#define TW_LOOKAHEAD_MIN_TICK 400000u   /* ns */
+#define TW_LOOKAHEAD_TWO_BELOW 2000000u /* ns */
 
 static uint64_t lookahead(const tw_service *s)
 {
-    return s->pool.nthreads > 0 && s->cfg.tick_ns >= TW_LOOKAHEAD_MIN_TICK ? 1 : 0;
+    if (s->pool.nthreads == 0 || s->cfg.tick_ns < TW_LOOKAHEAD_MIN_TICK)
+        return 0;
+    return s->cfg.tick_ns < TW_LOOKAHEAD_TWO_BELOW ? 2 : 1;
 }
 
 /* When the cursor processes tick `tick`: its boundary, a lookahead early;

@@ -194,7 +194,7 @@ static void finish_periodic(tw_service *s, tw_record *rec, uint32_t idx,
 }
 
 /* Claim timer h for its run (FIRING -> RUNNING), but not before its
- * deadline: the cursor claims a tick ahead (cursor.c). Returns 0 when the
+ * deadline: the cursor claims ticks ahead (cursor.c). Returns 0 when the
  * run is ours (*st the RUNNING state, *deadline its deadline), 1 when the
  * timer is gone (cancelled, taken back by a reschedule, dropped), 2 when
  * its deadline (in *deadline) is after `now`. */
@@ -868,8 +868,8 @@ static void run_batch(tw_service *s, tw_worker *me, tw_batch *b)
 }
 
 /* No memory for a batch: the drainer runs these n (at most TW_BATCH) due
- * pairs itself, as a worker would, waiting for deadlines it claimed a
- * tick ahead (tw__run_timer would take such a timer for a bug). */
+ * pairs itself, as a worker would, waiting for deadlines it claimed
+ * ahead (tw__run_timer would take such a timer for a bug). */
 static void run_here(tw_service *s, const uint64_t *pairs, size_t n)
 {
     tw_timer h[TW_BATCH];

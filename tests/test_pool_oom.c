@@ -48,7 +48,7 @@ static void due_timers_run_without_batch_memory(void **state)
 {
     (void)state;
     tw_config cfg;
-    tw_config_init(&cfg); /* MONOTONIC, 1 ms tick, 2 workers: claims a tick ahead */
+    tw_config_init(&cfg); /* MONOTONIC, 1 ms tick, 2 workers: claims 2 ticks ahead */
     atomic_store(&g_refused, 0);
     atomic_store(&g_fail_batches, true); /* from the start: no slab at all */
     tw_service *s = t_service_cfg(&cfg);
