@@ -459,8 +459,9 @@ typedef struct tw_seg_guard {
     _Atomic uint64_t *held; /* the count we raised; NULL: not entered */
     bool owned;             /* on an owned stripe: plain load + store */
     bool installed;         /* an overflow segment or table was installed
-                               through it (wheel.c, strays); the placement
-                               clears it */
+                               through it; the placement clears it, and
+                               marks the slot if it lost its reservation
+                               (wheel.c, strays) */
 } tw_seg_guard;
 #define TW_SEG_GUARD(svc) {.s = (svc), .held = NULL, .owned = false, .installed = false}
 void tw__seg_enter(tw_seg_guard *g);

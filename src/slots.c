@@ -91,8 +91,9 @@
  *     for the next round) and its reserve fails; one installed into a
  *     detached table is never reserved and is freed with the table. If
  *     the next round reserves nothing, no drain may come for a long time
- *     (a wheel slot reopened a turn away, an idle cursor): the producer
- *     marks the slot and the trim gives such a segment back
+ *     (a wheel slot reopened a turn away, an idle cursor): a producer
+ *     that installed and then lost its reservation marks the slot, and
+ *     the trim gives such a segment back
  *     (tw__slot_give_back; wheel.c, strays).
  *   - Readers of segments (reserving past the fixed array, publishing,
  *     tw_next_due's walk, the checker) stay inside a tw_seg_guard until
@@ -156,7 +157,7 @@ static seg_ptr *seg_ptr_of(tw_slot *sl, uint32_t j, tw_seg_guard *make)
                                                     memory_order_acq_rel,
                                                     memory_order_acquire)) {
             o = fresh;
-            make->installed = true; /* the placement marks the slot (wheel.c, strays) */
+            make->installed = true; /* see wheel.c, strays: marked if the reserve is lost */
         } else
             tw__seg_unused(make, fresh, sizeof *fresh);
     }
@@ -220,7 +221,7 @@ static int ensure_room(tw_slot *sl, tw_seg_guard *g, uint32_t cap, uint32_t pos,
                                                 memory_order_acquire)) {
         have = seg;
         if (j > 0)
-            g->installed = true; /* the placement marks the slot (wheel.c, strays) */
+            g->installed = true; /* see wheel.c, strays: marked if the reserve is lost */
     } else {
         if (j > 0)
             tw__seg_unused(g, seg, seg_bytes(cap, j));

@@ -283,14 +283,14 @@ static void grew_mark(tw_wheel *w, uint32_t l, uint32_t i)
         atomic_fetch_or_explicit(word, 1ull << (i % 64), memory_order_relaxed);
 }
 
-/* A placement installed an overflow segment or table (wheel.c, strays,
- * by the trim): mark slot (l, i), or only the summary word for a late
- * slot (l == UINT32_MAX). Release, both: the trim's acquire exchange of
- * either word then sees our install. An RMW every time, without a look
- * first: installs are one per segment, and a mark skipped because the bit
- * was set could be cleared by a look that does not see our install. The
- * bit comes before the summary, so a look that misses the bit leaves the
- * summary set for the next one. */
+/* Slot (l, i) may hold overflow segments that no drain is coming for
+ * (wheel.c, strays, by the trim): mark it, or only the summary word for a
+ * late slot (l == UINT32_MAX). Release, both: the trim's acquire exchange
+ * of either word then sees our install. An RMW every time, without a look
+ * first: marks are rare, and a mark skipped because the bit was set could
+ * be cleared by a look that does not see our install. The bit comes
+ * before the summary, so a look that misses the bit leaves the summary
+ * set for the next one. */
 static void stray_mark(tw_wheel *w, uint32_t l, uint32_t i)
 {
     size_t words = (size_t)w->levels * w->occ_words;
@@ -298,6 +298,26 @@ static void stray_mark(tw_wheel *w, uint32_t l, uint32_t i)
         atomic_fetch_or_explicit(&w->strays[(size_t)l * w->occ_words + i / 64],
                                  1ull << (i % 64), memory_order_release);
     atomic_store_explicit(&w->strays[words], 1, memory_order_release);
+}
+
+/* After a reservation attempt through g in slot (l, i): if it installed
+ * an overflow segment or table and then lost its reservation (the slot
+ * closed, or reopened for a later epoch, or its round ran away), nothing
+ * of its own brings a drain, so the trim is to look at the slot (strays
+ * below). A reservation that succeeded needs no mark: the slot holds a
+ * reserved position from the install on, in this round or a later one,
+ * so a drain or a compaction comes, detaches the segments and marks the
+ * slot itself if it must keep them (kept_mark). Marking every install
+ * made an idle service's cursor wake once a trim period after arming a
+ * batch of far timers (WL4: one wake-up in 12 runs of 10 s before
+ * 2026-11-25, three in 12 after the two-tick lookahead). */
+static void stray_mark_if_lost(tw_wheel *w, tw_seg_guard *g, int rc, uint32_t l, uint32_t i)
+{
+    if (!g->installed)
+        return;
+    g->installed = false;
+    if (rc != TW_SLOT_OK)
+        stray_mark(w, l, i);
 }
 
 /* After a drain reopened slot (l, i) (l == UINT32_MAX: a late slot): if it
@@ -331,10 +351,7 @@ static int place_late(tw_service *s, tw_seg_guard *g, uint64_t value)
         uint64_t round;
         _Atomic uint64_t *entry;
         int rc = tw__slot_reserve_any(&w->late[j], g, w->cap, &pos, &entry, &round);
-        if (g->installed) {
-            g->installed = false;
-            stray_mark(w, UINT32_MAX, 0);
-        }
+        stray_mark_if_lost(w, g, rc, UINT32_MAX, 0);
         if (rc == TW_SLOT_CLOSED_NOW)
             continue; /* the step is draining it; the other one is open */
         if (rc == TW_SLOT_RAN_AWAY) {
@@ -402,10 +419,7 @@ static int place_once(tw_service *s, tw_seg_guard *g, uint64_t value, uint64_t k
     uint64_t round, epoch;
     _Atomic uint64_t *entry;
     int rc = tw__slot_reserve(sl, g, w->cap, e, &pos, &entry, &round, &epoch);
-    if (g->installed) {
-        g->installed = false;
-        stray_mark(w, l, i);
-    }
+    stray_mark_if_lost(w, g, rc, l, i);
     if (rc == TW_SLOT_NEWER) {
         tw__count_rare(s, TW_RARE_NEWER);
         return 1; /* the cursor moved past our epoch: recompute */
@@ -1153,8 +1167,11 @@ static uint32_t compact_one(tw_service *s, uint32_t l, uint32_t i, uint64_t c)
     tw__vec_clear(&w->taken);
     hands_full(w, c + 1);
     occupancy_clear(w, l, i); /* set again by the entries placed back */
-    for (uint32_t lane = 0; lane < w->lanes; lane++)
-        n += tw__slot_compact(slot_at(w, l, i, lane), w->cap, &w->taken, &w->segs);
+    for (uint32_t lane = 0; lane < w->lanes; lane++) {
+        tw_slot *sl = slot_at(w, l, i, lane);
+        n += tw__slot_compact(sl, w->cap, &w->taken, &w->segs);
+        kept_mark(w, sl, l, i); /* its entries may all be dead: no drain then */
+    }
     count_removed(w, n);
     for (size_t j = 0; j < w->taken.n; j++)
         keep_entry(s, w->taken.v[j], epoch);
@@ -1203,17 +1220,21 @@ static uint64_t compact_grown(tw_service *s, uint64_t c)
  * idle_cursor_frees_a_burst (TSan beside CPU hogs, where arming outlasted
  * the deadline and timers went to the next ticks' slots): 512 bytes to
  * 6 KiB kept for good in level-0 slots holding no entry, reopened for a
- * turn later, with the cursor asleep. So every placement that installs an
- * overflow segment or table marks its slot (stray_mark), and once a trim
- * period the drainer gives back the segments of every marked slot that
- * holds no reserved position (tw__slot_give_back: close, detach, reopen
- * the same round); an idle cursor comes back for it (tw__wheel_trim_due).
- * A slot with entries gives its segments back at its drain; a drain that
- * leaves a slot segments past the budget (a stalled reader refused the
- * detach, or an install came after it) marks it too (kept_mark;
- * tests/test_segments.c, empty_slot_gives_back_its_segments_at_the_trim). Within the
- * budget (TW_SEG_KEEP_MIN) slots keep theirs, as at a drain, and the
- * marks are dropped, so strays kept that way stay within it.
+ * turn later, with the cursor asleep. So a placement that installs an
+ * overflow segment or table and then loses its reservation marks its slot
+ * (stray_mark_if_lost), and once a trim period the drainer gives back the
+ * segments of every marked slot that holds no reserved position
+ * (tw__slot_give_back: close, detach, reopen the same round); an idle
+ * cursor comes back for it (tw__wheel_trim_due). A slot with entries gives
+ * its segments back at its drain; a drain or compaction that leaves a slot
+ * segments past the budget (a stalled reader refused the detach, or an
+ * install came after it) marks it too (kept_mark; tests/test_segments.c,
+ * empty_slot_gives_back_its_segments_at_the_trim). Within the budget
+ * (TW_SEG_KEEP_MIN) slots keep theirs, as at a drain, and the marks are
+ * dropped, so strays kept that way stay within it. A placement that keeps
+ * its reservation marks nothing, so arming far timers leaves an idle
+ * cursor asleep (tests/test_segments.c,
+ * arming_leaves_the_trim_nothing_to_come_back_for; WL4).
  */
 static void give_back_strays(tw_service *s)
 {

@@ -325,6 +325,79 @@ static void empty_slot_gives_back_its_segments_at_the_trim(void **state)
     tw_destroy(s);
 }
 
+static bool strays_marked(tw_service *s)
+{
+    const tw_wheel *w = &s->wheel;
+    /* Relaxed: the test's thread is the only one placing. */
+    return atomic_load_explicit(&w->strays[(size_t)w->levels * w->occ_words],
+                                memory_order_relaxed) != 0;
+}
+
+/* Arming timers whose slots grow overflow segments, on levels 0 and 1,
+ * leaves the trim nothing to come back for: each placement kept its
+ * reservation, so the slots' drains give the segments back. Marking
+ * every install (before 2026-11-25) woke an idle cursor once a trim
+ * period after such an arming (WL4). The segments still go at the drains. */
+static void arming_leaves_the_trim_nothing_to_come_back_for(void **state)
+{
+    (void)state;
+    enum { N = 2000 };
+    tw_service *s = strict_service(256);
+    arm_burst(s, N, 100 * T_MS);  /* a level-0 slot */
+    arm_burst(s, N, 3000 * T_MS); /* a level-1 slot */
+    if (held(s) < 2 * (uint64_t)(N - 64) * sizeof(uint64_t))
+        fail_msg("the arming holds %" PRIu64 " bytes of segments", held(s));
+    assert_false(strays_marked(s));
+    uint64_t at;
+    assert_false(tw__wheel_trim_due(s, &at));
+    ADVANCE(s, 3001 * T_MS);
+    ADVANCE(s, 3002 * T_MS);
+    assert_int_equal(held(s), 0);
+    tw_destroy(s);
+}
+
+/* A compaction that takes a slot's entries (all cancelled) but may not
+ * detach its segments (too much memory waits for a grace period: a reader
+ * is inside) leaves a slot with no entry and no drain before its next
+ * epoch: it marks the slot, and the trim gives the segments back once the
+ * reader is gone, long before that epoch. */
+static void compaction_that_keeps_segments_marks_the_slot(void **state)
+{
+    (void)state;
+    enum { N = 2000 };
+    tw__retire_max_override = 1; /* anything waiting refuses further detaches */
+    tw__trim_period_override = 5 * T_MS;
+    tw_service *s = strict_service(256);
+    tw__retire_max_override = 0;
+    tw__trim_period_override = 0;
+    tw_seg_guard g = TW_SEG_GUARD(s);
+    tw__seg_enter(&g);           /* a reader inside: nothing detached is freed */
+    arm_burst(s, N, 3 * T_MS);   /* its drain detaches: then something waits */
+    tw_timer far[N];
+    for (int i = 0; i < N; i++)
+        ASSERT_RC(tw_schedule(s, 3000 * T_MS, t_noop, NULL, &far[i]), TW_OK);
+    ADVANCE(s, 3 * T_MS);
+    assert_true(s->wheel.segs.waiting_bytes > 0);
+    for (int i = 0; i < N; i++)
+        ASSERT_RC(tw_cancel(s, far[i]), TW_OK);
+    uint64_t compacted = s->wheel.compacted;
+    ADVANCE(s, 4 * T_MS); /* entries > 2 x pending: compaction */
+    if (s->wheel.compacted == compacted)
+        fail_msg("no compaction after %d cancels", N);
+    uint64_t kept = held(s) - s->wheel.segs.waiting_bytes;
+    if (kept < (uint64_t)(N - 64) * sizeof(uint64_t))
+        fail_msg("the compacted slot kept %" PRIu64 " bytes, not its segments", kept);
+    assert_true(strays_marked(s));
+    tw__seg_done(&g);
+    uint64_t t = 5;
+    for (; t < 60 && held(s) != 0; t++)
+        ADVANCE(s, t * T_MS);
+    if (held(s) != 0)
+        fail_msg("%" PRIu64 " bytes still kept at tick %" PRIu64 " (the slot's epoch: 3000)",
+                 held(s), t);
+    tw_destroy(s);
+}
+
 /* With a cursor thread: after a burst has fired and nothing else is
  * armed, the idle cursor still comes back for the grace steps and frees
  * the burst's segments within milliseconds (TW_RETIRE_POLL_NS); a segment
@@ -626,6 +699,8 @@ int main(void)
         cmocka_unit_test(stalled_reader_bounds_what_waits),
         cmocka_unit_test(empty_slot_gives_back_its_segments_at_the_trim),
         cmocka_unit_test(idle_cursor_frees_a_burst),
+        cmocka_unit_test(arming_leaves_the_trim_nothing_to_come_back_for),
+        cmocka_unit_test(compaction_that_keeps_segments_marks_the_slot),
         cmocka_unit_test(page_sized_segments_are_mapped),
         cmocka_unit_test(freed_segments_are_taken_again_from_the_cache),
         cmocka_unit_test(cache_is_bounded_by_what_is_in_use),
