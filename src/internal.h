@@ -82,6 +82,8 @@ enum {
                              the step does (wheel.c; tests/test_workers.c) */
     TW_RARE_SEG_LOST,     /* a segment's install lost to another producer's: the
                              copy went to the drainer (segments.c, tw__seg_unused) */
+    TW_RARE_EARLY_WAITED, /* an early claim waited for its tick rather than grow its
+                             staged list close to it (wheel.c, staged_may_grow) */
     TW_RARE_COUNT
 };
 
@@ -582,6 +584,8 @@ bool tw__vec_above_keep(const tw_vec *vec);
 void tw__vec_free(tw_vec *vec);
 #define TW_VEC_KEEP 8192u /* entries (64 KiB) a drainer's list always keeps */
 #define TW_TRIM_PERIOD_NS (1000u * 1000u * 1000u) /* lists and batches: slots.c, tw__vec_trim */
+#define TW_GROW_NS_PER_KIB 2048u /* wheel.c, staged_may_grow: 2 ms a MiB */
+extern uint64_t tw__grow_ns_per_kib_override; /* tests: 0 = TW_GROW_NS_PER_KIB */
 extern uint64_t tw__trim_period_override; /* tests: 0 = TW_TRIM_PERIOD_NS */
 /* Tests only (test_workers.c): the lead, in ticks, at which the cursors of
  * services created from now on claim a large slot early (cursor.c); 0 =
@@ -688,6 +692,8 @@ typedef struct tw_wheel {
     uint64_t trim_at;        /* service clock: the next trim of the lists and the
                                 workers' batches (tw__wheel_trim) */
     uint64_t trim_period;    /* TW_TRIM_PERIOD_NS (tests: tw__trim_period_override) */
+    uint64_t grow_ns_per_kib;/* TW_GROW_NS_PER_KIB (tests: the override): what an
+                                early claim allows a KiB of staged list to grow */
     bool rec_stepping;       /* the record table's give-back has steps left */
     tw_segs segs;            /* detached segments on their way to free (segments.c) */
 } tw_wheel;

@@ -191,6 +191,8 @@ int tw__wheel_init(tw_wheel *w, uint32_t nslots, uint32_t cap)
     w->segs.keep_min = tw__seg_keep_min_override ? tw__seg_keep_min_override
                                                  : TW_SEG_KEEP_MIN;
     w->trim_period = tw__trim_period_override ? tw__trim_period_override : TW_TRIM_PERIOD_NS;
+    w->grow_ns_per_kib = tw__grow_ns_per_kib_override ? tw__grow_ns_per_kib_override
+                                                      : TW_GROW_NS_PER_KIB;
     atomic_init(&w->segs.phase, 0);
     tw__seg_cache_init(&w->segs);
     /* Zero pages: a slot's header is all zeros until it is first used
@@ -913,7 +915,9 @@ static void take_entries(tw_service *s, uint64_t T)
  * the cursor would step to it), it does what the step would do first:
  * hands `staged` to the workers, then claims the rest of the slot into the
  * due list, delivered TW_PIPELINE at a time as the step's drain does
- * (TW_RARE_EARLY_LATE counts it). The workers start each timer at its
+ * (TW_RARE_EARLY_LATE counts it). A claim that would grow its staged list
+ * with too little time left waits for the tick rather than risk a slow
+ * growth there (staged_may_grow). The workers start each timer at its
  * deadline, never before, whoever handed it over.
  *
  * Claimed early, a timer is still pending and behaves as any claimed one:
@@ -996,6 +1000,29 @@ static void claim_and_deliver(tw_service *s, uint64_t T)
     deliver_claims(s, TW_PIPELINE);
 }
 
+/* A claim that must grow the staged list with less than this much time
+ * a KiB of the new list left before its tick (stop_at) does not grow it:
+ * it waits for the tick, hands over what it staged, and claims the rest
+ * into the due list, TW_PIPELINE at a time, as the step would (lists that
+ * small stay warm). Fresh memory is slow on a VM: on 2026-11-25 (a 2-core
+ * Intel guest) growing the staged list from 8 to 16 MiB took 26-32 ms in
+ * one realloc, host page faults mostly, inside one piece of a claim begun
+ * 9-20 ms before the tick with half of WL5's burst still to claim; the
+ * clock is read between pieces, so the hand-over came that much late, and
+ * WL5's first callback 15-27 ms after the deadline in 3 runs of 60. 2 ms a
+ * MiB: a 16 MiB list needs 32 ms to spare. */
+uint64_t tw__grow_ns_per_kib_override; /* tests (test_workers.c) */
+
+static bool staged_may_grow(tw_service *s, size_t pairs, uint64_t stop_at)
+{
+    const tw_vec *v = &s->wheel.staged;
+    if (v->n + 2 * pairs <= v->cap)
+        return true;
+    uint64_t per_kib = s->wheel.grow_ns_per_kib;
+    uint64_t kib = (uint64_t)(v->cap ? 2 * v->cap : 1024) * sizeof *v->v / 1024;
+    return tw__clock_read(s) + kib * per_kib < stop_at;
+}
+
 /* Take T's slot, every lane, into w->taken, and reopen it for T. A
  * producer that meets the slot closed goes to a late slot, which the next
  * step drains and places again: so the slot is closed only while its
@@ -1029,7 +1056,7 @@ static void take_slot_for(tw_service *s, uint64_t T, uint64_t stop_at, bool *lat
  * time for it, at about this much a pair (a counting sort of 656,000 pairs
  * took 12 ms on a 2-core guest, where the claim was due in less); else it
  * is handed over with its latest part in the order it was claimed. */
-#define TW_ORDER_NS_PER_PAIR 25u
+#define TW_ORDER_NS_PER_PAIR 50u /* 25 until 2026-11-25: 30-45 measured into a fresh scratch list */
 
 static void order_staged(tw_service *s, uint64_t stop_at)
 {
@@ -1061,6 +1088,10 @@ void tw__wheel_claim_early(tw_service *s, uint64_t T, uint64_t stop_at)
      * in it, for T. Empty here if the claim went late while taking. */
     for (size_t p = 0; p < w->taken.n; p += TW_EARLY_PIECE) {
         size_t end = w->taken.n - p < TW_EARLY_PIECE ? w->taken.n : p + TW_EARLY_PIECE;
+        if (!late && !staged_may_grow(s, end - p, stop_at)) {
+            tw__count_rare(s, TW_RARE_EARLY_WAITED);
+            tw__clock_sleep_until_service(s, stop_at); /* at once if paused */
+        }
         bool now_late = hand_over_once_due(s, T, stop_at, &late);
         claim_range(s, T, p, end, now_late ? &w->due : &w->staged, T);
         if (now_late)

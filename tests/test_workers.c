@@ -316,27 +316,37 @@ static tw_service *early_try(tw_config *cfg, early *e, tw_timer *h, uint64_t *du
     return NULL;
 }
 
-static void large_slot_claimed_early(void **state)
+/* A service with 2 workers whose EARLY_N timers (*e, *h) due at *due
+ * were claimed early. Three tries: a cursor that never claims early fails
+ * all three. */
+static tw_service *claimed_early(tw_config *cfg, early **e, tw_timer **h, uint64_t *due)
 {
-    (void)state;
-    tw_config cfg;
-    tw_config_init(&cfg);
-    cfg.workers = 2;
-    early *e = calloc(EARLY_N, sizeof *e);
-    tw_timer *h = calloc(EARLY_N, sizeof *h);
-    assert_non_null(e);
-    assert_non_null(h);
-    /* Three tries: a cursor that never claims early fails all three. */
+    tw_config_init(cfg);
+    cfg->workers = 2;
+    *e = calloc(EARLY_N, sizeof **e);
+    *h = calloc(EARLY_N, sizeof **h);
+    assert_non_null(*e);
+    assert_non_null(*h);
     tw_service *s = NULL;
-    uint64_t due = 0;
     for (int attempt = 1; attempt <= 3 && !s; attempt++) {
-        s = early_try(&cfg, e, h, &due);
+        s = early_try(cfg, *e, *h, due);
         if (!s)
             print_message("      try %d: the slot was claimed at its tick, not early\n",
                           attempt);
     }
     if (!s)
         fail_msg("3 tries, no early claim: each time the slot was claimed at its tick");
+    return s;
+}
+
+static void large_slot_claimed_early(void **state)
+{
+    (void)state;
+    tw_config cfg;
+    early *e;
+    tw_timer *h;
+    uint64_t due;
+    tw_service *s = claimed_early(&cfg, &e, &h, &due);
     /* Claimed timers are pending until they start: they are all counted,
      * and the next due time is at most the tick's. The walk is made with
      * the service paused: under TSan the claim is seen only after the
@@ -567,6 +577,35 @@ static void early_claim_handed_over_before_its_tick(void **state)
     early_claim_late(0);
 }
 
+/* An early claim that would have to grow its staged list with too little
+ * time left before its tick (here: any growth, the override making a KiB
+ * cost 1000 s) waits for the tick instead, then hands the slot's timers
+ * over through the due list as the step does: all run once, none early,
+ * and the staged list never grew. Fresh memory on a VM took 26-32 ms to
+ * grow that list near the tick, and WL5's first callback came that late. */
+static void early_claim_waits_rather_than_grow_near_its_tick(void **state)
+{
+    (void)state;
+    tw_config cfg;
+    early *e;
+    tw_timer *h;
+    uint64_t due;
+    tw__grow_ns_per_kib_override = 1000 * T_S;
+    tw_service *s = claimed_early(&cfg, &e, &h, &due);
+    tw__grow_ns_per_kib_override = 0;
+    expect_runs(s, e);
+    /* Waited, or (TSan) the tick came while the slot was still being
+     * taken, before any growth: either way late, and nothing staged. */
+    print_message("      %" PRIu64 " waits for the tick\n",
+                  tw__rare_total(s, TW_RARE_EARLY_WAITED));
+    assert_true(tw__rare_total(s, TW_RARE_EARLY_LATE) >= 1);
+    ASSERT_RC(tw_stop(s, NULL), TW_OK); /* joins the cursor: its lists are ours to read */
+    assert_int_equal(s->wheel.staged.cap, 0);
+    tw_destroy(s);
+    free(e);
+    free(h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -578,6 +617,7 @@ int main(void)
         cmocka_unit_test(large_slot_claimed_early),
         cmocka_unit_test(early_claim_overtaken_by_its_tick),
         cmocka_unit_test(early_claim_handed_over_before_its_tick),
+        cmocka_unit_test(early_claim_waits_rather_than_grow_near_its_tick),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
