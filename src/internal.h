@@ -574,6 +574,7 @@ typedef struct tw_vec {
 } tw_vec;
 void tw__vec_push(tw_vec *vec, uint64_t x);
 void tw__vec_reserve(tw_vec *vec, size_t n); /* aborts on OOM (drainer) */
+size_t tw__vec_cap_for(const tw_vec *vec, size_t n); /* the capacity reserve would give */
 void tw__vec_note(tw_vec *vec);              /* the peak noted, before n drops */
 void tw__vec_clear(tw_vec *vec);             /* n = 0, the peak noted */
 /* Trim period's end: give back capacity past TW_VEC_KEEP entries that

@@ -350,13 +350,19 @@ bool tw__slot_publish(_Atomic uint64_t *e, uint64_t round, uint64_t value)
     }
 }
 
+size_t tw__vec_cap_for(const tw_vec *vec, size_t n)
+{
+    size_t cap = vec->cap ? vec->cap : 1024;
+    while (cap < n)
+        cap *= 2;
+    return cap;
+}
+
 void tw__vec_reserve(tw_vec *vec, size_t n)
 {
     if (vec->cap >= n)
         return;
-    size_t cap = vec->cap ? vec->cap : 1024;
-    while (cap < n)
-        cap *= 2;
+    size_t cap = tw__vec_cap_for(vec, n);
     uint64_t *v = realloc(vec->v, cap * sizeof *v);
     if (!v)
         abort(); /* the drainer cannot refuse work: see README, limits */
