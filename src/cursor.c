@@ -117,12 +117,17 @@ static uint64_t lookahead(const tw_service *s)
 /* When the cursor processes tick `tick`: its boundary, a lookahead early;
  * UINT64_MAX if that is past the clock's range (the next work of a high
  * level may be a whole turn away: 2^44 ticks at the top level). */
-static uint64_t tick_start(const tw_service *s, uint64_t tick)
+uint64_t tw__cursor_tick_start(const tw_service *s, uint64_t tick)
 {
     uint64_t t = tick - lookahead(s);
     if (t > (UINT64_MAX - s->origin) / s->cfg.tick_ns)
         return UINT64_MAX;
     return s->origin + t * s->cfg.tick_ns;
+}
+
+static uint64_t tick_start(const tw_service *s, uint64_t tick)
+{
+    return tw__cursor_tick_start(s, tick);
 }
 
 /* The last tick the cursor may process at clock reading `now` (service
@@ -295,6 +300,13 @@ static void *cursor_main(void *arg)
         if (target > cur) {
             tw__wheel_step(s, target);
             tw__deliver(s);
+            continue;
+        }
+        /* Caught up, with an early claim that gave the cursor back for
+         * the ticks just stepped (wheel.c): it goes on first. */
+        uint64_t claim_tick;
+        if (tw__wheel_claim_resumable(s, &claim_tick)) {
+            tw__wheel_claim_early(s, claim_tick, tick_start(s, claim_tick));
             continue;
         }
         /* Caught up: compaction's turn (wheel.c). While it has more to do,

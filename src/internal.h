@@ -82,8 +82,12 @@ enum {
                              the step does (wheel.c; tests/test_workers.c) */
     TW_RARE_SEG_LOST,     /* a segment's install lost to another producer's: the
                              copy went to the drainer (segments.c, tw__seg_unused) */
-    TW_RARE_EARLY_WAITED, /* an early claim waited for its tick rather than grow its
-                             staged list close to it (wheel.c, staged_may_grow) */
+    TW_RARE_EARLY_WAITED, /* an early claim left the rest of its slot to the step to
+                             its tick rather than grow its staged list close to it
+                             (wheel.c, staged_may_grow) */
+    TW_RARE_EARLY_YIELDED,/* an early claim gave the cursor back for an earlier
+                             tick that came due, to go on after it (wheel.c,
+                             suspended claims; tests/test_workers.c) */
     TW_RARE_COUNT
 };
 
@@ -665,8 +669,9 @@ typedef struct tw_wheel {
     _Atomic uint64_t overflowed; /* beyond-capacity placements of drained slots */
     /* What tw_next_due reads besides the slots (wheel.c, the next due time):
      * the step's window, and the timers claimed and not yet started. */
-    _Atomic uint64_t step_seq;   /* odd while a step or a compaction has entries
-                                    in hand (taken out, not yet placed again) */
+    _Atomic uint64_t step_seq;   /* odd while a step, a compaction or a suspended
+                                    early claim has entries in hand (taken out,
+                                    not yet placed again or claimed) */
     _Atomic uint64_t step_from;  /* a tick at or before the due tick of every
                                     timer not yet claimed: cur + 1, or in a step
                                     the cur + 1 from before it */
@@ -677,7 +682,20 @@ typedef struct tw_wheel {
     uint64_t claimed;            /* drainer: claims not yet counted in `claims` */
     tw_vec staged;               /* drainer: (key, handle) pairs claimed early for
                                     staged_tick (wheel.c, early claims) */
-    uint64_t staged_tick;
+    uint64_t staged_tick;        /* also the tick of a suspended claim's stash */
+    tw_vec stash;                /* drainer: a suspended early claim's entries, taken
+                                    out of staged_tick's slot, not yet claimed:
+                                    [stash_at, n); the step window stays open while
+                                    it holds any (wheel.c, suspended claims) */
+    size_t stash_at;
+    bool stash_parked;           /* the stash waits for the step to its tick (the
+                                    claim would have had to grow its list) */
+    bool stash_late;             /* its claim had gone late (counted) */
+    size_t taken_at;             /* drainer: taken's entries before it are done
+                                    with (a resumed claim's); 0 elsewhere */
+    uint32_t hands_held;         /* drainer: windows open (a suspended claim's and
+                                    a step's or compaction's in it): step_seq moves
+                                    only with the outermost */
     uint64_t step_min_tick;      /* drainer: least deadline tick claimed in it */
     /* Drainer-private (the cursor thread, or the tw_advance caller). */
     uint64_t removed;        /* positions drained or compacted, ever */
@@ -727,6 +745,12 @@ uint64_t tw__wheel_next_work(tw_service *s);
  * hands over what it has and delivers the rest itself. */
 uint64_t tw__wheel_big_slot(tw_service *s, uint64_t T);
 void tw__wheel_claim_early(tw_service *s, uint64_t T, uint64_t stop_at);
+/* A claim that gave the cursor back for an earlier tick (wheel.c,
+ * suspended claims) and may go on now: true, and its tick in *T. */
+bool tw__wheel_claim_resumable(tw_service *s, uint64_t *T);
+/* The service clock reading at which the cursor processes `tick` (its
+ * boundary, a lookahead early; cursor.c). */
+uint64_t tw__cursor_tick_start(const tw_service *s, uint64_t tick);
 /* After a step (drainer only): compact slots while the wheel holds more
  * entries than twice the pending timers plus compact_slack. True if
  * it is still over after this round (call again soon). */

@@ -245,6 +245,7 @@ void tw__wheel_fini(tw_wheel *w)
     tw__vec_free(&w->taken);
     tw__vec_free(&w->due);
     tw__vec_free(&w->staged);
+    tw__vec_free(&w->stash);
     tw__vec_free(&w->spare);
     free(w->counts);
     w->counts = NULL;
@@ -511,6 +512,7 @@ static void count_removed(tw_wheel *w, uint32_t n)
 
 static void take_entries(tw_service *s, uint64_t T);
 static void hand_over_staged(tw_service *s, uint64_t T);
+static void claim_stash(tw_service *s, uint64_t T, uint64_t c);
 
 /* Drain slot (l, i), every lane, and claim or re-place what it held: a
  * chunk of TW_DRAIN_CHUNK positions at a time, so that a slot of a
@@ -621,6 +623,8 @@ static uint64_t due_order_key(const tw_service *s, uint64_t deadline, uint64_t t
  * scan) takes step_from as its answer's bound. */
 static void hands_full(tw_wheel *w, uint64_t from)
 {
+    if (w->hands_held++ > 0)
+        return; /* a suspended claim's window is open, its bound lower still */
     /* Release: a reader that reads it (acquire) after seeing the odd
      * step_seq has this step's from, or a later one, whose step then
      * finished before (and its placements are visible). */
@@ -634,6 +638,9 @@ static void hands_empty(tw_wheel *w, uint64_t from)
 {
     /* Release: as in hands_full; every placement of the step comes before. */
     atomic_store_explicit(&w->step_from, from, memory_order_release);
+    if (--w->hands_held > 0)
+        return; /* a suspended claim still holds entries, due at its tick,
+                   which is at or after `from` (wheel.c, suspended claims) */
     /* Seq_cst: as in hands_full, for the window's close. */
     atomic_fetch_add_explicit(&w->step_seq, 1, memory_order_seq_cst);
 }
@@ -825,6 +832,7 @@ void tw__wheel_step(tw_service *s, uint64_t T)
         kept_mark(w, &w->late[j], UINT32_MAX, 0);
         take_entries(s, T);
     }
+    claim_stash(s, T, c);
     order_due(w);
     count_claims(s, c + 1);
     hands_empty(w, T + 1);
@@ -845,29 +853,36 @@ void tw__wheel_step(tw_service *s, uint64_t T)
  * the prefetch overlaps with the claims before it. */
 #define TAKE_AHEAD 8
 
-/* Claim or re-place w->taken's entries [from, to) for tick T; the claims
- * go to `into`; an entry whose timer is being moved is kept at `keep_at`
- * (take_entry). */
-static void claim_range(tw_service *s, uint64_t T, size_t from, size_t to, tw_vec *into,
-                        uint64_t keep_at)
+/* Claim or re-place the entries [from, to) of `list` (taken, or a
+ * suspended claim's stash) for tick T; the claims go to `into`; an entry
+ * whose timer is being moved is kept at `keep_at` (take_entry). */
+static void claim_list(tw_service *s, const tw_vec *list, uint64_t T, size_t from, size_t to,
+                       tw_vec *into, uint64_t keep_at)
 {
-    tw_wheel *w = &s->wheel;
     for (size_t n = from; n < to; n++) {
-        if (n + TAKE_AHEAD < w->taken.n) {
-            tw_record *ahead = tw__rec(&s->rec, (uint32_t)w->taken.v[n + TAKE_AHEAD]);
+        if (n + TAKE_AHEAD < list->n) {
+            tw_record *ahead = tw__rec(&s->rec, (uint32_t)list->v[n + TAKE_AHEAD]);
             if (ahead)
                 __builtin_prefetch(ahead, 1, 3);
         }
-        take_entry(s, w->taken.v[n], T, into, keep_at);
+        take_entry(s, list->v[n], T, into, keep_at);
     }
 }
 
-/* Claim or re-place every entry taken so far, and empty w->taken. */
+static void claim_range(tw_service *s, uint64_t T, size_t from, size_t to, tw_vec *into,
+                        uint64_t keep_at)
+{
+    claim_list(s, &s->wheel.taken, T, from, to, into, keep_at);
+}
+
+/* Claim or re-place every entry taken so far (from taken_at: before it, a
+ * resumed claim's are done with), and empty w->taken. */
 static void claim_taken(tw_service *s, uint64_t T, tw_vec *into, uint64_t keep_at)
 {
     tw_wheel *w = &s->wheel;
-    claim_range(s, T, 0, w->taken.n, into, keep_at);
+    claim_range(s, T, w->taken_at, w->taken.n, into, keep_at);
     tw__vec_clear(&w->taken);
+    w->taken_at = 0;
 }
 
 /* With a worker pool, hand the claims made so far to the workers once
@@ -916,9 +931,29 @@ static void take_entries(tw_service *s, uint64_t T)
  * hands `staged` to the workers, then claims the rest of the slot into the
  * due list, delivered TW_PIPELINE at a time as the step's drain does
  * (TW_RARE_EARLY_LATE counts it). A claim that would grow its staged list
- * with too little time left waits for the tick rather than risk a slow
- * growth there (staged_may_grow). The workers start each timer at its
- * deadline, never before, whoever handed it over.
+ * with too little time left leaves the rest to the step to the tick
+ * rather than risk a slow growth there (staged_may_grow). The workers
+ * start each timer at its deadline, never before, whoever handed it over.
+ *
+ * Nor does an early claim hold up the ticks before its own. Between two
+ * pieces it looks for work in them (tw__wheel_next_work, as the idle
+ * cursor does): once such a tick is due, it gives the cursor back
+ * (claim_suspend); one that would come before a growth of the staged list
+ * could end parks the claim instead (staged_may_grow):
+ * the entries it has not claimed wait in `stash`, the window for
+ * tw_next_due stays open over them, and the cursor steps to the due
+ * ticks (hands_full and hands_empty nest: step_seq moves only with the
+ * outermost window, and an inner one's end lowers step_from no further
+ * than the stash allows, its entries being due at T). Caught up, the
+ * cursor resumes the claim (tw__wheel_claim_resumable): it takes what was
+ * placed in the slot since, and goes on where it stopped. If T comes
+ * first, or the claim parked its stash for lack of time to grow, the step
+ * to T claims the stash after the ticks it drains (claim_stash), into the
+ * due list, TW_PIPELINE at a time. Before (2026-11-25), a timer armed
+ * 3 ms ahead beside WL5's burst on the Intel guest came 40-90 ms late:
+ * the claim of a million entries held the cursor for up to 150 ms. What
+ * still cannot give way: taking the slot (its entries are copied out
+ * while it is closed, some 11 ms a million here) and a single piece.
  *
  * Claimed early, a timer is still pending and behaves as any claimed one:
  * a cancel frees it (its staged handle then finds nothing to run), a
@@ -942,8 +977,10 @@ static uint64_t slot_entries(const tw_wheel *w, uint32_t l, uint32_t i)
 uint64_t tw__wheel_big_slot(tw_service *s, uint64_t T)
 {
     const tw_wheel *w = &s->wheel;
-    if (s->pool.nthreads == 0 || (w->staged.n != 0 && w->staged_tick != T))
-        return 0;
+    if (s->pool.nthreads == 0 ||
+        ((w->staged.n != 0 || w->stash.n != 0) && w->staged_tick != T) ||
+        (w->stash.n != 0 && w->stash_parked))
+        return 0; /* one tick staged at a time; a parked claim waits for the step */
     uint32_t i = (uint32_t)(T & (w->nslots - 1));
     /* Relaxed: a hint; the level-0 bit says the slot collects for T. */
     uint64_t bits = atomic_load_explicit(&w->occ[i / 64], memory_order_relaxed);
@@ -1001,10 +1038,12 @@ static void claim_and_deliver(tw_service *s, uint64_t T)
 }
 
 /* A claim that must grow the staged list with less than this much time
- * a KiB of the new list left before its tick (stop_at) does not grow it:
- * it waits for the tick, hands over what it staged, and claims the rest
- * into the due list, TW_PIPELINE at a time, as the step would (lists that
- * small stay warm). Fresh memory is slow on a VM: on 2026-11-25 (a 2-core
+ * a KiB of the new list left before its tick (stop_at), or before an
+ * earlier tick with work in it, does not grow it: it parks the rest
+ * (claim_suspend), and the step to the tick hands over what it staged and
+ * claims the rest into the due list, TW_PIPELINE at a time (lists that
+ * small stay warm). (Giving the cursor back to come again after the
+ * earlier tick would be no better beside timers due every tick.) Fresh memory is slow on a VM: on 2026-11-25 (a 2-core
  * Intel guest) growing the staged list from 8 to 16 MiB took 26-32 ms in
  * one realloc, host page faults mostly, inside one piece of a claim begun
  * 9-20 ms before the tick with half of WL5's burst still to claim; the
@@ -1013,14 +1052,14 @@ static void claim_and_deliver(tw_service *s, uint64_t T)
  * MiB: a 16 MiB list needs 32 ms to spare. */
 uint64_t tw__grow_ns_per_kib_override; /* tests (test_workers.c) */
 
-static bool staged_may_grow(tw_service *s, size_t pairs, uint64_t stop_at)
+static bool staged_may_grow(tw_service *s, size_t pairs, uint64_t limit)
 {
     const tw_vec *v = &s->wheel.staged;
     size_t need = v->n + 2 * pairs;
     if (need <= v->cap)
         return true;
     uint64_t kib = (uint64_t)tw__vec_cap_for(v, need) * sizeof *v->v / 1024;
-    return tw__clock_read(s) + kib * s->wheel.grow_ns_per_kib < stop_at;
+    return tw__clock_read(s) + kib * s->wheel.grow_ns_per_kib < limit;
 }
 
 /* Take T's slot, every lane, into w->taken, and reopen it for T. A
@@ -1054,16 +1093,86 @@ static void take_slot_for(tw_service *s, uint64_t T, uint64_t stop_at, bool *lat
 
 /* The staged list is ordered after each early claim if the clock leaves
  * time for it, at about this much a pair (a counting sort of 656,000 pairs
- * took 12 ms on a 2-core guest, where the claim was due in less); else it
- * is handed over with its latest part in the order it was claimed. */
+ * took 12 ms on a 2-core guest, where the claim was due in less), and if
+ * that takes at most TW_EARLY_SLICE_NS; else it is handed over in the
+ * order it was claimed (its timers are all due in one tick: only the
+ * order within it is lost). The ordering cannot give the cursor back half
+ * way, and a timer armed meanwhile for a tick before T waits for it: a
+ * million pairs took 11-36 ms on the Intel guest (2026-11-25), and a
+ * timer armed 3 ms ahead beside WL5's burst came that late. */
 #define TW_ORDER_NS_PER_PAIR 50u /* 25 until 2026-11-25: 30-45 measured into a fresh scratch list */
+#define TW_EARLY_SLICE_NS    2000000u
 
-static void order_staged(tw_service *s, uint64_t stop_at)
+static void order_staged(tw_service *s, uint64_t limit)
 {
     tw_wheel *w = &s->wheel;
     uint64_t cost = (uint64_t)(w->staged.n / 2) * TW_ORDER_NS_PER_PAIR;
-    if (tw__clock_read(s) + cost < stop_at)
+    if (cost <= TW_EARLY_SLICE_NS && tw__clock_read(s) + cost < limit)
         order_list(w, &w->staged);
+}
+
+/* When the cursor must step to the first tick before T with work in it
+ * (its lookahead included), or UINT64_MAX if there is none. Work: an
+ * occupied slot, or a late slot's entries (then the next tick), as the
+ * cursor's idle scan finds it. */
+static uint64_t earlier_work_at(tw_service *s, uint64_t T)
+{
+    uint64_t x = tw__wheel_next_work(s);
+    return x < T ? tw__cursor_tick_start(s, x) : UINT64_MAX;
+}
+
+/* Give the cursor back with taken's entries [p, n) not yet claimed: they
+ * wait in the stash, the window held open, for the claim to go on once
+ * the cursor has caught up (tw__wheel_claim_resumable) or, parked, for
+ * the step to T. The claims made so far are counted. */
+static void claim_suspend(tw_service *s, uint64_t T, size_t p, bool parked, bool late)
+{
+    tw_wheel *w = &s->wheel;
+    tw_vec t = w->stash; /* empty: one claim at a time */
+    w->stash = w->taken;
+    w->taken = t;
+    w->taken_at = 0;
+    w->stash_at = p;
+    w->stash_parked = parked;
+    w->stash_late = late; /* counted already (hand_over_once_due) */
+    w->staged_tick = T; /* the cursor learns of T from it (tw__wheel_next_work) */
+    if (!parked)
+        tw__count_rare(s, TW_RARE_EARLY_YIELDED);
+}
+
+bool tw__wheel_claim_resumable(tw_service *s, uint64_t *T)
+{
+    tw_wheel *w = &s->wheel;
+    /* Relaxed: only the drainer writes cur. */
+    uint64_t c = atomic_load_explicit(&w->cur, memory_order_relaxed);
+    if (w->stash.n == 0 || w->stash_parked || w->staged_tick <= c + 1)
+        return false; /* none, or the step to its tick takes the rest */
+    *T = w->staged_tick;
+    return true;
+}
+
+/* The step to T claims what a suspended claim for T or before left,
+ * after everything else it drained (the earlier ticks' timers first),
+ * and delivers it TW_PIPELINE at a time; that claim's window closes. */
+static void claim_stash(tw_service *s, uint64_t T, uint64_t c)
+{
+    tw_wheel *w = &s->wheel;
+    if (w->stash.n == 0 || w->staged_tick > T)
+        return;
+    if (!w->stash_late)
+        tw__count_rare(s, TW_RARE_EARLY_LATE); /* its tick came first */
+    for (size_t p = w->stash_at; p < w->stash.n; p += TW_PIPELINE) {
+        size_t end = w->stash.n - p < TW_PIPELINE ? w->stash.n : p + TW_PIPELINE;
+        claim_list(s, &w->stash, T, p, end, &w->due, T + 1);
+        deliver_claims(s, TW_PIPELINE);
+    }
+    tw__vec_clear(&w->stash);
+    tw_vec t = w->taken; /* empty here: keep the larger list for taking */
+    w->taken = w->stash;
+    w->stash = t;
+    w->stash_at = 0;
+    w->stash_parked = w->stash_late = false;
+    hands_empty(w, c + 1); /* the claim's; the step's own stays open */
 }
 
 void tw__wheel_claim_early(tw_service *s, uint64_t T, uint64_t stop_at)
@@ -1074,40 +1183,61 @@ void tw__wheel_claim_early(tw_service *s, uint64_t T, uint64_t stop_at)
     uint32_t i = (uint32_t)(T & (w->nslots - 1));
     if (T <= c + 1 || next_epoch_after(w, 0, i, c) != T)
         return; /* the step is next, or the slot is not T's */
+    bool resumed = w->stash.n != 0;
+    if (resumed && (w->stash_parked || w->staged_tick != T))
+        return; /* the step to its tick takes it (not reached: see callers) */
     bool late = false;
-    /* Counted as it starts: the workers may run the slot's first timers
-     * before it ends (tests/test_workers.c looks for either). */
-    tw__count_rare(s, TW_RARE_EARLY_CLAIM);
-    tw__vec_clear(&w->taken);
+    if (resumed) {
+        tw_vec t = w->taken; /* empty between claims and steps */
+        w->taken = w->stash;
+        w->stash = t;
+        w->taken_at = w->stash_at;
+        w->stash_at = 0;
+    } else {
+        /* Counted as it starts: the workers may run the slot's first
+         * timers before it ends (tests/test_workers.c looks for either). */
+        tw__count_rare(s, TW_RARE_EARLY_CLAIM);
+        tw__vec_clear(&w->taken);
+        hands_full(w, c + 1);
+    }
+    w->staged_tick = T; /* what is staged is for T (earlier_work_at) */
     w->step_min_tick = UINT64_MAX;
     w->due_from = c + 1;
     tw__seg_budget(s);
-    hands_full(w, c + 1);
-    take_slot_for(s, T, stop_at, &late);
+    take_slot_for(s, T, stop_at, &late); /* what was placed since, if resumed */
     /* The slot is open again: an entry whose timer is being moved is kept
      * in it, for T. Empty here if the claim went late while taking. */
-    for (size_t p = 0; p < w->taken.n; p += TW_EARLY_PIECE) {
+    bool suspended = false;
+    uint64_t yield_at = UINT64_MAX; /* the earlier tick's step, as last seen */
+    for (size_t p = w->taken_at; p < w->taken.n && !suspended; p += TW_EARLY_PIECE) {
         size_t end = w->taken.n - p < TW_EARLY_PIECE ? w->taken.n : p + TW_EARLY_PIECE;
-        if (!late && !staged_may_grow(s, end - p, stop_at)) {
+        yield_at = earlier_work_at(s, T);
+        if (tw__clock_read(s) >= yield_at) {
+            claim_suspend(s, T, p, false, late); /* back after the earlier tick */
+            suspended = true;
+        } else if (!late && !staged_may_grow(s, end - p, stop_at < yield_at ? stop_at : yield_at)) {
             tw__count_rare(s, TW_RARE_EARLY_WAITED);
-            tw__clock_sleep_until_service(s, stop_at); /* at once if paused */
+            claim_suspend(s, T, p, true, late); /* the step to T takes the rest */
+            suspended = true;
+        } else {
+            bool now_late = hand_over_once_due(s, T, stop_at, &late);
+            claim_range(s, T, p, end, now_late ? &w->due : &w->staged, T);
+            if (now_late)
+                deliver_claims(s, TW_PIPELINE);
         }
-        bool now_late = hand_over_once_due(s, T, stop_at, &late);
-        claim_range(s, T, p, end, now_late ? &w->due : &w->staged, T);
-        if (now_late)
-            deliver_claims(s, TW_PIPELINE);
     }
-    tw__vec_clear(&w->taken);
-    if (!late) {
-        if (w->staged.n != 0)
-            w->staged_tick = T; /* the cursor learns of T from it (tw__wheel_next_work) */
-        order_staged(s, stop_at); /* off the tick's path, if time allows */
+    if (!suspended) {
+        tw__vec_clear(&w->taken);
+        w->taken_at = 0;
+        if (!late) /* off the tick's path (and the earlier ones'), if time allows */
+            order_staged(s, stop_at < yield_at ? stop_at : yield_at);
     }
     order_due(w); /* what the late part claimed and did not deliver yet */
     count_claims(s, c + 1);
-    hands_empty(w, c + 1);
+    if (!suspended)
+        hands_empty(w, c + 1);
     if (late)
-        tw__deliver(s); /* after the window: it may run them here (no batch memory) */
+        tw__deliver(s); /* it may run them here (no batch memory) */
 }
 
 /* The step to T (>= the staged tick) hands what was claimed early to the
@@ -1307,7 +1437,7 @@ uint64_t tw__trim_period_override; /* tests (test_trim.c) */
 void tw__wheel_trim(tw_service *s, uint64_t now)
 {
     tw_wheel *w = &s->wheel;
-    tw_vec *lists[] = {&w->taken, &w->due, &w->spare, &w->staged};
+    tw_vec *lists[] = {&w->taken, &w->due, &w->spare, &w->staged, &w->stash};
     /* A bounded step of the record table's give-back, every loop: its
      * reading and page freeing never hold a tick up for long (WL3). */
     w->rec_stepping = tw__rec_trim_step(&s->rec);
@@ -1324,7 +1454,7 @@ void tw__wheel_trim(tw_service *s, uint64_t now)
 bool tw__wheel_trim_due(tw_service *s, uint64_t *at)
 {
     tw_wheel *w = &s->wheel;
-    const tw_vec *lists[] = {&w->taken, &w->due, &w->spare, &w->staged};
+    const tw_vec *lists[] = {&w->taken, &w->due, &w->spare, &w->staged, &w->stash};
     /* Steps remain: come back at once (the cursor plans the next tick). */
     *at = w->rec_stepping ? 0 : w->trim_at;
     /* Relaxed (the strays' summary word): a hint of when to come back; a
@@ -1370,22 +1500,30 @@ bool tw__wheel_maintain(tw_service *s)
 
 /* ---- the idle scan (the drainer only) ------------------------------------- */
 
+/* The least next epoch after c of level l's occupied slots, or
+ * UINT64_MAX. Along the slots in circular order from the one after c's,
+ * next_epoch_after only grows (those after c's slot collect for this
+ * turn, the rest, c's own last, for the next), so the first occupied one
+ * met is the answer: a look at a word or two, where taking the least of
+ * every occupied slot's epoch cost a full wheel's (4096 slots, 9 levels)
+ * each time, and an early claim now asks between its pieces. */
 static uint64_t level_next_work(const tw_wheel *w, uint32_t l, uint64_t c)
 {
-    uint64_t best = UINT64_MAX;
-    for (uint32_t k = 0; k < w->occ_words; k++) {
+    uint32_t start = (uint32_t)(((c >> level_shift(w, l)) + 1) & (w->nslots - 1));
+    uint32_t k0 = start / 64, b0 = start % 64;
+    const _Atomic uint64_t *occ = &w->occ[(size_t)l * w->occ_words];
+    for (uint32_t n = 0; n <= w->occ_words; n++) {
+        uint32_t k = (k0 + n) % w->occ_words;
         /* Seq_cst: the other half of occupancy_mark's pairing. */
-        uint64_t bits = atomic_load_explicit(&w->occ[(size_t)l * w->occ_words + k],
-                                             memory_order_seq_cst);
-        while (bits) {
-            uint32_t i = k * 64 + (uint32_t)__builtin_ctzll(bits);
-            bits &= bits - 1;
-            uint64_t e = next_epoch_after(w, l, i, c);
-            if (e < best)
-                best = e;
-        }
+        uint64_t bits = atomic_load_explicit(&occ[k], memory_order_seq_cst);
+        if (n == 0)
+            bits &= ~0ull << b0; /* from the start on */
+        else if (n == w->occ_words)
+            bits &= b0 ? ~(~0ull << b0) : 0; /* back round to the start */
+        if (bits)
+            return next_epoch_after(w, l, k * 64 + (uint32_t)__builtin_ctzll(bits), c);
     }
-    return best;
+    return UINT64_MAX;
 }
 
 uint64_t tw__wheel_next_work(tw_service *s)
@@ -1399,7 +1537,8 @@ uint64_t tw__wheel_next_work(tw_service *s)
             TW_SLOT_COUNT_MASK)
             return c + 1;
     }
-    uint64_t best = w->staged.n ? w->staged_tick : UINT64_MAX; /* claimed early */
+    /* Claimed early, or a suspended claim's. */
+    uint64_t best = w->staged.n || w->stash.n ? w->staged_tick : UINT64_MAX;
     for (uint32_t l = 0; l < w->levels; l++) {
         uint64_t e = level_next_work(w, l, c);
         if (e < best)

@@ -143,6 +143,69 @@ static void random_arms_and_steps_cascade(void **state)
     }
 }
 
+/* The idle scan (tw__wheel_next_work) against its definition: the least
+ * next epoch after the cursor of every occupied slot, every level. It
+ * stops at the first occupied slot after the cursor's, level by level,
+ * which is the least because a level's next epochs grow along the slots
+ * from there (wheel.c, level_next_work); a wrong start, a missed wrap or
+ * a partial word shows up here as another tick. */
+static uint64_t least_epoch_by_definition(tw_service *s)
+{
+    tw_wheel *w = &s->wheel;
+    uint64_t c = atomic_load(&w->cur);
+    for (int j = 0; j < 2; j++)
+        if (atomic_load(&w->late[j].word) & TW_SLOT_COUNT_MASK)
+            return c + 1;
+    uint64_t best = w->staged.n || w->stash.n ? w->staged_tick : UINT64_MAX;
+    for (uint32_t l = 0; l < w->levels; l++) {
+        uint32_t sh = w->step * l;
+        uint64_t turn = 1ull << (sh + w->bits);
+        for (uint32_t i = 0; i < w->nslots; i++) {
+            if (!(atomic_load(&w->occ[(size_t)l * w->occ_words + i / 64]) & (1ull << (i % 64))))
+                continue;
+            uint64_t e = (c & ~(turn - 1)) + ((uint64_t)i << sh);
+            e = e > c ? e : e + turn;
+            if (e < best)
+                best = e;
+        }
+    }
+    return best;
+}
+
+static void idle_scan_finds_the_least_epoch(void **state)
+{
+    (void)state;
+    static const uint32_t shapes[] = {2, 4, 8, 64, 128, 1024, 4096};
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+        const uint64_t tick = T_MS;
+        tw_service *s = t_service(tick, shapes[k], 4);
+        uint64_t rnd = 0x9e3779b9 + k, now = 0;
+        size_t checked = 0, armed = 0;
+        for (int step = 0; step < 3000; step++) {
+            rnd ^= rnd << 13, rnd ^= rnd >> 7, rnd ^= rnd << 17;
+            if (armed < 2000 && (rnd & 1)) {
+                uint64_t bits = (rnd >> 1) % 28; /* up to 2^28 ticks: several levels */
+                uint64_t delay = ((rnd >> 8) & ((1ull << bits) - 1)) * tick + tick;
+                tw_timer h;
+                ASSERT_RC(tw_schedule(s, delay, t_noop, NULL, &h), TW_OK);
+                armed++;
+            } else {
+                uint64_t bits = (rnd >> 1) % 22;
+                now += ((rnd >> 8) & ((1ull << bits) - 1)) * (tick / 2);
+                ASSERT_RC(tw_advance(s, now), TW_OK);
+            }
+            uint64_t want = least_epoch_by_definition(s);
+            uint64_t got = tw__wheel_next_work(s);
+            if (got != want)
+                fail_msg("%u slots, step %d: the idle scan says tick %" PRIu64
+                         ", the least epoch is %" PRIu64, shapes[k], step, got, want);
+            checked += want != UINT64_MAX;
+        }
+        assert_true(checked > 1000);
+        tw_destroy(s);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -150,6 +213,7 @@ int main(void)
         cmocka_unit_test_setup(four_slots_every_level_boundary, setup),
         cmocka_unit_test_setup(eight_slots_every_level_boundary, setup),
         cmocka_unit_test_setup(random_arms_and_steps_cascade, setup),
+        cmocka_unit_test_setup(idle_scan_finds_the_least_epoch, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

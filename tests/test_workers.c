@@ -443,6 +443,33 @@ static void counted_run(tw_timer t, void *arg)
     atomic_fetch_add(&g_runs_total, 1);
 }
 
+/* The shape of the hooked early-claim tests: 2 workers, a 1 ms tick (the
+ * lead is in ticks), room for EARLY_N timers. */
+static void hooked_shape(tw_config *cfg, early **e, tw_timer **h)
+{
+    tw_config_init(cfg);
+    cfg->workers = 2;
+    cfg->tick_ns = T_MS;
+    *e = calloc(EARLY_N, sizeof **e);
+    *h = calloc(EARLY_N, sizeof **h);
+    assert_non_null(*e);
+    assert_non_null(*h);
+}
+
+/* EARLY_N timers due at `due` (the caller has paused the clock, so that
+ * they are armed whole before the cursor looks at their slot). */
+static void arm_one_slot(tw_service *s, early *e, tw_timer *h, uint64_t due, tw_callback cb)
+{
+    for (int i = 0; i < EARLY_N; i++) {
+        e[i].s = s;
+        e[i].deadline = due;
+        atomic_store(&e[i].runs, 0);
+        atomic_store(&e[i].early, 0);
+        e[i].cancelled = 0;
+        ASSERT_RC(tw_schedule_at(s, due, cb, &e[i], &h[i]), TW_OK);
+    }
+}
+
 static int late_piece_hook(bool late, size_t staged)
 {
     if (!late) {
@@ -483,14 +510,7 @@ static tw_service *late_try(tw_config *cfg, early *e, tw_timer *h, int *cancelle
     atomic_store(&g_late_s, s);
     atomic_store(&g_due, due);
     *cancelled = *moved = 0;
-    for (int i = 0; i < EARLY_N; i++) {
-        e[i].s = s;
-        e[i].deadline = due;
-        atomic_store(&e[i].runs, 0);
-        atomic_store(&e[i].early, 0);
-        e[i].cancelled = 0;
-        ASSERT_RC(tw_schedule_at(s, due, counted_run, &e[i], &h[i]), TW_OK);
-    }
+    arm_one_slot(s, e, h, due, counted_run);
     for (int i = 0; i < EARLY_N; i += 7) {
         ASSERT_RC(tw_cancel(s, h[i]), TW_OK);
         e[i].cancelled = 1;
@@ -528,13 +548,9 @@ static void early_claim_late(int by_clock)
 {
     atomic_store(&g_by_clock, by_clock);
     tw_config cfg;
-    tw_config_init(&cfg);
-    cfg.workers = 2;
-    cfg.tick_ns = T_MS; /* the lead is in ticks */
-    early *e = calloc(EARLY_N, sizeof *e);
-    tw_timer *h = calloc(EARLY_N, sizeof *h);
-    assert_non_null(e);
-    assert_non_null(h);
+    early *e;
+    tw_timer *h;
+    hooked_shape(&cfg, &e, &h);
     atomic_store(&tw__early_piece_hook, late_piece_hook);
     tw_service *s = NULL;
     int cancelled = 0, moved = 0;
@@ -606,6 +622,138 @@ static void early_claim_waits_rather_than_grow_near_its_tick(void **state)
     free(h);
 }
 
+/* An early claim gives the cursor back when a tick before its own comes
+ * due with work in it, and goes on after that step: a timer due then runs
+ * while the claim is still going, not after it. Before, the whole claim
+ * (a million entries: 40-150 ms on a 2-core VM) held up every tick before
+ * its own, and a timer armed 3 ms ahead beside WL5's burst came 40-90 ms
+ * late. No host is slow on cue, so the hook (tw__early_piece_hook) holds
+ * the claim, once YIELD_AT timers are staged, until the test has armed a
+ * timer due a few ticks later and that timer's tick has come; at a later
+ * piece it waits (5 s at most) for that timer to run. Every timer runs
+ * once, none before its deadline. */
+enum { YIELD_AT = 2048 };
+
+static _Atomic uint64_t g_probe_due;  /* service time; 0 until armed */
+static atomic_int g_claim_held;       /* 1: held, waiting for the probe's tick */
+static atomic_int g_probe_ran;
+static atomic_int g_probe_early;
+static atomic_int g_probe_checked;    /* the later piece has looked */
+static atomic_int g_ran_mid_claim;    /* ... and found the probe run */
+static tw_service *_Atomic g_yield_s;
+
+static void probe_run(tw_timer t, void *arg)
+{
+    (void)t;
+    (void)arg;
+    if (tw_now(atomic_load(&g_yield_s)) < atomic_load(&g_probe_due))
+        atomic_fetch_add(&g_probe_early, 1);
+    atomic_fetch_add(&g_probe_ran, 1);
+}
+
+static int yield_piece_hook(bool late, size_t staged)
+{
+    tw_service *s = atomic_load(&g_yield_s);
+    if (late || staged < YIELD_AT)
+        return 0;
+    if (atomic_load(&g_claim_held) == 0) {
+        atomic_store(&g_claim_held, 1);
+        /* The test arms the probe now; hold until its tick has come. */
+        for (int ms = 0; ms < 30000 && atomic_load(&g_probe_due) == 0; ms++)
+            t_sleep_ns(T_MS);
+        uint64_t until = atomic_load(&g_probe_due) + 3 * T_MS;
+        for (int ms = 0; ms < 30000 && tw_now(s) < until; ms++)
+            t_sleep_ns(T_MS);
+        atomic_store(&g_claim_held, 2);
+        return 0;
+    }
+    if (atomic_exchange(&g_probe_checked, 1))
+        return 0;
+    for (int ms = 0; ms < 5000 && atomic_load(&g_probe_ran) == 0; ms++)
+        t_sleep_ns(T_MS);
+    atomic_store(&g_ran_mid_claim, atomic_load(&g_probe_ran) != 0);
+    return 0;
+}
+
+/* One try: NULL if the claim never reached the hold before its tick (the
+ * cursor kept off the CPU: the host's doing). */
+static tw_service *yield_try(tw_config *cfg, early *e, tw_timer *h)
+{
+    atomic_store(&g_probe_due, 0);
+    atomic_store(&g_claim_held, 0);
+    atomic_store(&g_probe_ran, 0);
+    atomic_store(&g_probe_early, 0);
+    atomic_store(&g_probe_checked, 0);
+    atomic_store(&g_ran_mid_claim, 0);
+    tw__early_lead_override = 400; /* as late_try: a slow build claims slowly */
+    tw_service *s = t_service_cfg(cfg);
+    tw__early_lead_override = 0;
+    atomic_store(&g_yield_s, s);
+    ASSERT_RC(tw_pause(s), TW_OK); /* armed whole before the cursor looks */
+    uint64_t due = tw_now(s) + 800 * T_MS;
+    arm_one_slot(s, e, h, due, early_run);
+    ASSERT_RC(tw_resume(s), TW_OK);
+    while (atomic_load(&g_claim_held) == 0 && tw_now(s) < due)
+        t_sleep_ns(T_MS / 4);
+    bool held = atomic_load(&g_claim_held) != 0;
+    if (held) {
+        /* A few ticks ahead; due well before the slot's tick (the hold
+         * ends 3 ms after it, the slot's tick is hundreds of ms away). */
+        tw_timer p;
+        uint64_t at = tw_now(s) + 5 * T_MS;
+        ASSERT_RC(tw_schedule_at(s, at, probe_run, NULL, &p), TW_OK);
+        atomic_store(&g_probe_due, at);
+    }
+    uint64_t limit = due + 30 * T_S;
+    for (;;) {
+        tw_stats st;
+        t_stats(s, &st);
+        if (st.fired >= (uint64_t)EARLY_N + (held ? 1 : 0))
+            break;
+        if (tw_now(s) >= limit)
+            fail_msg("%" PRIu64 " ran 30 s after the tick", st.fired);
+        t_sleep_ns(10 * T_MS);
+    }
+    if (held && atomic_load(&g_probe_checked) && atomic_load(&g_probe_due) < due)
+        return s;
+    tw_destroy(s);
+    return NULL;
+}
+
+static void early_claim_gives_way_to_an_earlier_tick(void **state)
+{
+    (void)state;
+    tw_config cfg;
+    early *e;
+    tw_timer *h;
+    hooked_shape(&cfg, &e, &h);
+    atomic_store(&tw__early_piece_hook, yield_piece_hook);
+    tw_service *s = NULL;
+    for (int attempt = 1; attempt <= 3 && !s; attempt++) {
+        s = yield_try(&cfg, e, h);
+        if (!s)
+            print_message("      try %d: the claim was not held before its tick\n", attempt);
+    }
+    atomic_store(&tw__early_piece_hook, NULL);
+    if (!s)
+        fail_msg("3 tries, and no early claim was held before its tick");
+    if (!atomic_load(&g_ran_mid_claim))
+        fail_msg("the timer due during the claim did not run until the claim was done");
+    assert_int_equal(atomic_load(&g_probe_ran), 1);
+    assert_int_equal(atomic_load(&g_probe_early), 0);
+    assert_true(tw__rare_total(s, TW_RARE_EARLY_YIELDED) >= 1);
+    tw_stats st;
+    t_stats(s, &st);
+    assert_int_equal(st.fired, (uint64_t)EARLY_N + 1);
+    assert_int_equal(st.pending, 0);
+    expect_runs(s, e);
+    print_message("      %" PRIu64 " yields; the earlier timer ran while the claim was held\n",
+                  tw__rare_total(s, TW_RARE_EARLY_YIELDED));
+    tw_destroy(s);
+    free(e);
+    free(h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -618,6 +766,7 @@ int main(void)
         cmocka_unit_test(early_claim_overtaken_by_its_tick),
         cmocka_unit_test(early_claim_handed_over_before_its_tick),
         cmocka_unit_test(early_claim_waits_rather_than_grow_near_its_tick),
+        cmocka_unit_test(early_claim_gives_way_to_an_earlier_tick),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
