@@ -28,7 +28,9 @@
 # ~10 s) measures what no timer library here can go below (clock reads,
 # uncontended atomics, memory latency up to 400 MiB, a cache-line hand-off
 # between cores, futex wake-to-run); its FLOOR lines follow the table as
-# "# hardware floor (bench/floor.c)".
+# "# hardware floor (bench/floor.c)". Then beside (bench/beside.c, ~10 s):
+# the lateness of ordinary timers armed beside a million-timer burst while
+# the cursor claims the burst (timerwheel only: both columns' settings).
 #
 #   --quick       scaled-down sizes and durations (a smoke run, ~2 minutes)
 #   --no-install  do not touch packages
@@ -104,10 +106,11 @@ mkdir -p "$BUILD_DIR/logs"
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DTW_BUILD_BENCH=ON \
   -DTW_BUILD_TESTS=OFF -DTW_BUILD_STRESS=OFF -DTW_BUILD_EXAMPLES=OFF \
   >"$BUILD_DIR/logs/cmake.log" 2>&1 || { cat "$BUILD_DIR/logs/cmake.log" >&2; exit 1; }
-cmake --build "$BUILD_DIR" --target twbench twfloor -j "$(nproc)" \
+cmake --build "$BUILD_DIR" --target twbench twfloor beside -j "$(nproc)" \
   >"$BUILD_DIR/logs/build.log" 2>&1 || { cat "$BUILD_DIR/logs/build.log" >&2; exit 1; }
 TWBENCH=$BUILD_DIR/bench/twbench
 TWFLOOR=$BUILD_DIR/bench/twfloor
+TWBESIDE=$BUILD_DIR/bench/beside
 
 NETTY_JAR=
 for j in /usr/share/java/netty-common.jar /usr/share/java/netty-common-*.jar /usr/share/java/netty-all.jar; do
@@ -189,6 +192,18 @@ if ! "$TWFLOOR" $QUICK >>"$RESULTS" 2>"$BUILD_DIR/logs/twfloor.log"; then
   echo "FAILED FLOOR twfloor" >>"$RESULTS"
   sed 's/^/#   /' "$BUILD_DIR/logs/twfloor.log" >&2
 fi
+
+# Timers beside a burst: BESIDE lines, printed after the floor.
+echo "# running beside" >&2
+BESIDE_N=1000000
+[ -n "$QUICK" ] && BESIDE_N=200000
+for cfgd in 0 1; do
+  if ! "$TWBESIDE" 4 "$BESIDE_N" "$cfgd" 2>"$BUILD_DIR/logs/beside.log" | sed 's/^/BESIDE /' >>"$RESULTS" ||
+     [ -s "$BUILD_DIR/logs/beside.log" ]; then
+    FAILED+=("beside (bench/beside.c)")
+    sed 's/^/#   /' "$BUILD_DIR/logs/beside.log" >&2
+  fi
+done
 
 # ---- table ------------------------------------------------------------------------------
 
@@ -300,6 +315,10 @@ echo
 echo "# hardware floor (bench/floor.c)"
 echo "# median of 5 runs (3 with --quick); after # the fastest and slowest run"
 grep '^FLOOR ' "$RESULTS" || echo "(no figures: twfloor failed, see $BUILD_DIR/logs/twfloor.log)"
+
+echo
+echo "# timers beside a burst (bench/beside.c): probes due before the burst's instant"
+grep '^BESIDE ' "$RESULTS" | sed 's/^BESIDE //' || echo "(no figures: beside failed, see $BUILD_DIR/logs/beside.log)"
 
 if [ ${#FAILED[@]} -gt 0 ]; then
   echo
