@@ -9,9 +9,10 @@
  * tick (src/wheel.c, early claims), some 40-150 ms of work for a million
  * on a 2-core VM; a probe due meanwhile must not wait for that claim.
  *
- *   beside [runs] [burst] [configured]   (defaults: 5 1000000 0; configured
- *                                         1: max_timers = burst + 4096 and
- *                                         1024 slots, as twbench's column)
+ *   beside [runs] [burst] [configured] [every_us] [ahead_us]
+ *          (defaults: 5 1000000 0 2000 3000; configured 1: max_timers =
+ *          burst + 4096 and 1024 slots, as twbench's column; a probe is
+ *          armed every every_us, due ahead_us later)
  *
  * Prints, per run, the probes due before the burst's instant: how many, the
  * median, p99 and worst lateness (ms), and how many came more than 5 ms
@@ -37,8 +38,7 @@
 #define MS 1000000ull
 #define MAX_PROBES 8192
 #define BURST_AT (400 * MS)
-#define PROBE_EVERY (2 * MS)
-#define PROBE_AHEAD (3 * MS)
+static uint64_t g_every = 2 * MS, g_ahead = 3 * MS; /* a probe's pace and delay */
 
 static uint64_t mono_ns(void)
 {
@@ -82,18 +82,18 @@ static void *prober(void *arg)
 {
     (void)arg;
     while (!atomic_load(&R.stop) && R.nprobes < MAX_PROBES) {
-        uint64_t due = mono_ns() + PROBE_AHEAD;
+        uint64_t due = mono_ns() + g_ahead;
         if (due + 2 * MS < R.burst_due || due > R.burst_due + 2 * MS) {
             tw_timer h;
             R.probe_due[R.nprobes] = due;
-            if (tw_schedule(R.s, PROBE_AHEAD, probe_cb, (void *)(intptr_t)R.nprobes, &h) !=
+            if (tw_schedule(R.s, g_ahead, probe_cb, (void *)(intptr_t)R.nprobes, &h) !=
                 TW_OK) {
                 fprintf(stderr, "beside: a probe was refused\n");
                 exit(1);
             }
             R.nprobes++;
         }
-        struct timespec ts = {0, (long)PROBE_EVERY};
+        struct timespec ts = {0, (long)g_every};
         nanosleep(&ts, NULL);
     }
     return NULL;
@@ -177,13 +177,15 @@ int main(int argc, char **argv)
     int runs = argc > 1 ? atoi(argv[1]) : 5;
     unsigned long burst = argc > 2 ? strtoul(argv[2], NULL, 10) : 1000000;
     int configured = argc > 3 ? atoi(argv[3]) : 0;
-    if (runs <= 0 || burst == 0) {
-        fprintf(stderr, "usage: beside [runs] [burst] [configured]\n");
+    g_every = argc > 4 ? strtoull(argv[4], NULL, 10) * 1000 : g_every;
+    g_ahead = argc > 5 ? strtoull(argv[5], NULL, 10) * 1000 : g_ahead;
+    if (runs <= 0 || burst == 0 || g_every == 0 || g_every >= 1000 * MS || g_ahead == 0) {
+        fprintf(stderr, "usage: beside [runs] [burst] [configured] [every_us] [ahead_us]\n");
         return 2;
     }
-    printf("# beside: %lu timers due at +%llu ms, a probe armed every %llu ms due %llu ms"
+    printf("# beside: %lu timers due at +%llu ms, a probe armed every %.1f ms due %.1f ms"
            " later, 2 workers, %s\n",
-           burst, BURST_AT / MS, PROBE_EVERY / MS, PROBE_AHEAD / MS,
+           burst, BURST_AT / MS, (double)g_every / MS, (double)g_ahead / MS,
            configured ? "max_timers = burst + 4096, 1024 slots" : "defaults");
     for (int r = 0; r < runs; r++)
         one_run(r, burst, configured);

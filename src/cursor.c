@@ -10,6 +10,8 @@
  *   - when ticks are due (now >= origin + T * tick_ns for T > cur), step to
  *     T at once: a late cursor (stalled machine, long cascade, slow inline
  *     callback) catches up in one step, without sleeping;
+ *   - when caught up with an early claim of a large slot that gave the
+ *     cursor back for the ticks before it (wheel.c), go on with that claim;
  *   - when caught up and the next tick has work, sleep to that tick's
  *     absolute boundary (clock_nanosleep, TIMER_ABSTIME): no drift;
  *   - when the next work is further away (occupancy bitmaps), publish the
