@@ -135,7 +135,8 @@ static void one_run(int r, unsigned long burst, int configured)
     for (unsigned long i = 0; i < burst; i++) {
         uint64_t now = mono_ns();
         tw_timer h;
-        if (now >= R.burst_due || tw_schedule(R.s, R.burst_due - now, burst_cb, NULL, &h) != TW_OK) {
+        if (now >= R.burst_due ||
+            tw_schedule(R.s, R.burst_due - now, burst_cb, NULL, &h) != TW_OK) {
             fprintf(stderr, "beside: the burst was not armed before its instant\n");
             exit(1);
         }

@@ -581,6 +581,7 @@ void tw__vec_reserve(tw_vec *vec, size_t n); /* aborts on OOM (drainer) */
 size_t tw__vec_cap_for(const tw_vec *vec, size_t n); /* the capacity reserve would give */
 void tw__vec_note(tw_vec *vec);              /* the peak noted, before n drops */
 void tw__vec_clear(tw_vec *vec);             /* n = 0, the peak noted */
+void tw__vec_swap(tw_vec *a, tw_vec *b);     /* contents, capacities and peaks */
 /* Trim period's end: give back capacity past TW_VEC_KEEP entries that
  * neither this period nor the last one needed (a quarter of it or less). */
 void tw__vec_trim(tw_vec *vec);

@@ -393,6 +393,13 @@ void tw__vec_clear(tw_vec *vec)
     vec->n = 0;
 }
 
+void tw__vec_swap(tw_vec *a, tw_vec *b)
+{
+    tw_vec t = *a;
+    *a = *b;
+    *b = t;
+}
+
 /* Why trim: a burst grows the drainer's lists in one step, and a list
  * that never shrank kept them for the service's life (a million timers in
  * one tick: 21 MB of lists with two workers, plus 3.6 MB of their

@@ -785,9 +785,7 @@ static bool order_by_counting(tw_wheel *w, tw_vec *due)
         out->v[2 * (size_t)pos + 1] = due->v[i + 1];
     }
     out->n = due->n;
-    tw_vec t = *due;
-    *due = *out;
-    *out = t;
+    tw__vec_swap(due, out);
     tw__vec_clear(out); /* scratch: its peak is the list's */
     return true;
 }
@@ -1043,9 +1041,10 @@ static void claim_and_deliver(tw_service *s, uint64_t T)
  * (claim_suspend), and the step to the tick hands over what it staged and
  * claims the rest into the due list, TW_PIPELINE at a time (lists that
  * small stay warm). (Giving the cursor back to come again after the
- * earlier tick would be no better beside timers due every tick.) Fresh memory is slow on a VM: on 2026-11-25 (a 2-core
- * Intel guest) growing the staged list from 8 to 16 MiB took 26-32 ms in
- * one realloc, host page faults mostly, inside one piece of a claim begun
+ * earlier tick would be no better beside timers due every tick.) Fresh
+ * memory is slow on a VM: on 2026-11-25 (a 2-core Intel guest) growing
+ * the staged list from 8 to 16 MiB took 26-32 ms in one realloc, host
+ * page faults mostly, inside one piece of a claim begun
  * 9-20 ms before the tick with half of WL5's burst still to claim; the
  * clock is read between pieces, so the hand-over came that much late, and
  * WL5's first callback 15-27 ms after the deadline in 3 runs of 60. 2 ms a
@@ -1128,9 +1127,7 @@ static uint64_t earlier_work_at(tw_service *s, uint64_t T)
 static void claim_suspend(tw_service *s, uint64_t T, size_t p, bool parked, bool late)
 {
     tw_wheel *w = &s->wheel;
-    tw_vec t = w->stash; /* empty: one claim at a time */
-    w->stash = w->taken;
-    w->taken = t;
+    tw__vec_swap(&w->stash, &w->taken); /* the stash was empty: one claim at a time */
     w->taken_at = 0;
     w->stash_at = p;
     w->stash_parked = parked;
@@ -1167,9 +1164,7 @@ static void claim_stash(tw_service *s, uint64_t T, uint64_t c)
         deliver_claims(s, TW_PIPELINE);
     }
     tw__vec_clear(&w->stash);
-    tw_vec t = w->taken; /* empty here: keep the larger list for taking */
-    w->taken = w->stash;
-    w->stash = t;
+    tw__vec_swap(&w->taken, &w->stash); /* taken is empty here: keep the larger list for it */
     w->stash_at = 0;
     w->stash_parked = w->stash_late = false;
     hands_empty(w, c + 1); /* the claim's; the step's own stays open */
@@ -1188,9 +1183,7 @@ void tw__wheel_claim_early(tw_service *s, uint64_t T, uint64_t stop_at)
         return; /* the step to its tick takes it (not reached: see callers) */
     bool late = false;
     if (resumed) {
-        tw_vec t = w->taken; /* empty between claims and steps */
-        w->taken = w->stash;
-        w->stash = t;
+        tw__vec_swap(&w->taken, &w->stash); /* taken is empty between claims and steps */
         w->taken_at = w->stash_at;
         w->stash_at = 0;
     } else {
@@ -1249,9 +1242,7 @@ static void hand_over_staged(tw_service *s, uint64_t T)
         return;
     if (w->due.n == 0) {
         /* The common case (a step starts with an empty list): swap. */
-        tw_vec t = w->due;
-        w->due = w->staged; /* ordered if time allowed (order_staged) */
-        w->staged = t;
+        tw__vec_swap(&w->due, &w->staged); /* ordered if time allowed (order_staged) */
     } else {
         tw__vec_reserve(&w->due, w->due.n + w->staged.n);
         memcpy(w->due.v + w->due.n, w->staged.v, w->staged.n * sizeof *w->staged.v);
