@@ -575,6 +575,7 @@ typedef struct tw_vec {
     size_t n, cap;
     size_t peak;      /* the most held since the last trim (tw__vec_clear) */
     size_t peak_prev; /* ... and in the trim period before */
+    size_t touched;   /* entries of v known to be faulted in (tw__vec_touch) */
 } tw_vec;
 void tw__vec_push(tw_vec *vec, uint64_t x);
 void tw__vec_reserve(tw_vec *vec, size_t n); /* aborts on OOM (drainer) */
@@ -587,6 +588,11 @@ void tw__vec_swap(tw_vec *a, tw_vec *b);     /* contents, capacities and peaks *
 void tw__vec_trim(tw_vec *vec);
 /* True while the list holds more than it keeps and is not using it. */
 bool tw__vec_above_keep(const tw_vec *vec);
+/* Fault in the next piece (TW_TOUCH_PIECE bytes) of the list's room
+ * between what it holds and `upto` entries (at most its capacity), so that
+ * pushes there take no page fault; true while some of it remains. */
+bool tw__vec_touch(tw_vec *vec, size_t upto);
+#define TW_TOUCH_PIECE (256u << 10)
 void tw__vec_free(tw_vec *vec);
 #define TW_VEC_KEEP 8192u /* entries (64 KiB) a drainer's list always keeps */
 #define TW_TRIM_PERIOD_NS (1000u * 1000u * 1000u) /* lists and batches: slots.c, tw__vec_trim */

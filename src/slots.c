@@ -374,6 +374,24 @@ void tw__vec_reserve(tw_vec *vec, size_t n)
     vec->cap = cap;
 }
 
+bool tw__vec_touch(tw_vec *vec, size_t upto)
+{
+    const size_t page = 4096 / sizeof *vec->v;
+    upto = upto < vec->cap ? upto : vec->cap;
+    size_t from = vec->touched > vec->n ? vec->touched : vec->n;
+    if (from >= upto)
+        return false;
+    size_t end = from + TW_TOUCH_PIECE / sizeof *vec->v;
+    end = end < upto ? end : upto;
+    /* Room past n: its contents are ours to overwrite. A write a page
+     * faults the page in (or its whole huge page). */
+    for (size_t i = from; i < end; i += page)
+        vec->v[i] = 0;
+    vec->v[end - 1] = 0;
+    vec->touched = end;
+    return end < upto;
+}
+
 void tw__vec_push(tw_vec *vec, uint64_t x)
 {
     if (vec->n == vec->cap)
@@ -420,6 +438,7 @@ void tw__vec_trim(tw_vec *vec)
         if (v) { /* else keep the larger array: always safe */
             vec->v = v;
             vec->cap = cap;
+            vec->touched = vec->touched < cap ? vec->touched : cap;
         }
     }
 }
@@ -435,7 +454,7 @@ void tw__vec_free(tw_vec *vec)
     free(vec->v);
     vec->v = NULL;
     vec->peak = vec->peak_prev = 0;
-    vec->n = vec->cap = 0;
+    vec->n = vec->cap = vec->touched = 0;
 }
 
 static uint32_t slot_close(tw_slot *sl)
@@ -459,14 +478,23 @@ void tw__slot_take(tw_slot *sl, uint32_t cap, uint32_t from, uint32_t to, tw_vec
     /* Relaxed: only the drainer writes seq (it does in tw__slot_reopen). */
     uint64_t next = atomic_load_explicit(&sl->seq, memory_order_relaxed) + 1;
     TW_INJECT(TW_INJ_CLOSE_DRAIN);
-    for (uint32_t p = from; p < to; p++) {
+    tw__vec_reserve(out, out->n + (to - from));
+    /* A segment at a time: its pointer is looked up once, not per position
+     * (the take of a million-entry slot holds the slot closed). */
+    for (uint32_t p = from; p < to;) {
+        uint32_t off;
+        uint32_t j = seg_of(cap, p, &off);
+        uint32_t end = p + (uint32_t)(seg_len(cap, j) - off);
+        end = end < to ? end : to;
         _Atomic uint64_t *e = tw__slot_entry(sl, cap, p);
-        /* Acq_rel: acquire a published VALUE (pairs with the producer's
-         * release CAS); release our tombstone so a late producer's failing
-         * CAS is ordered after our close. */
-        uint64_t v = atomic_exchange_explicit(e, next & EMPTY_KEY_MASK, memory_order_acq_rel);
-        if (v & TW_ENTRY_VALUE)
-            tw__vec_push(out, v);
+        for (; p < end; p++, e++) {
+            /* Acq_rel: acquire a published VALUE (pairs with the producer's
+             * release CAS); release our tombstone so a late producer's
+             * failing CAS is ordered after our close. */
+            uint64_t v = atomic_exchange_explicit(e, next & EMPTY_KEY_MASK, memory_order_acq_rel);
+            if (v & TW_ENTRY_VALUE)
+                out->v[out->n++] = v; /* room reserved above */
+        }
     }
 }
 
