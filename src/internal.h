@@ -88,6 +88,8 @@ enum {
     TW_RARE_EARLY_YIELDED,/* an early claim gave the cursor back for an earlier
                              tick that came due, to go on after it (wheel.c,
                              suspended claims; tests/test_workers.c) */
+    TW_RARE_STOLEN,       /* an idle worker took a handle from a busy one's batch
+                             (workers.c, stealing; stress/steal_runs.c) */
     TW_RARE_COUNT
 };
 
@@ -828,19 +830,34 @@ static inline uint64_t tw__ceil_div(uint64_t a, uint64_t b) { return a / b + (a 
 
 #define TW_BATCH 256
 #define TW_BATCH_MIN 64 /* see tw__deliver */
+/* The due pairs of one delivery, handed to the pool whole (workers.c,
+ * runs): batches point into its memory instead of copying their handles
+ * out of it. The drainer's due list gives its memory to the run and takes
+ * a spare run's memory in exchange. */
+typedef struct tw_run {
+    struct cds_wfcq_node node; /* on the pool's spent queue */
+    struct tw_run *next;       /* drainer: on its spare or waiting list */
+    _Atomic uint32_t refs;     /* batches not done, + 1 while the drainer hands out */
+    uint64_t *v;               /* (key, handle) pairs (malloc) */
+    size_t cap;                /* entries of v */
+} tw_run;
+
 /* Due handles for one worker, which runs them from the front while idle
- * workers may take them from the back (workers.c, stealing). */
+ * workers may take them from the back (workers.c, stealing). 64 bytes: a
+ * line of its own, as its owner stores lo before every run. */
 struct tw_batch_slab;
 typedef struct tw_batch {
     struct cds_wfcq_node node;
     _Atomic uint32_t lo;   /* owner: the next index it runs (stealers read it) */
     _Atomic uint64_t take; /* gen (32) | hi (32): indexes < hi are left to run;
-                              stealers CAS hi down, the drainer stores a new gen
-                              when it fills the batch again */
+                              stealers CAS hi down; the drainer moves gen on
+                              twice when it fills the batch again (an empty
+                              generation first: workers.c, batch_fill) */
+    _Atomic(const uint64_t *) h; /* its first (key, handle) pair, in its run */
+    tw_run *run;           /* its run: the owner releases it at the end */
     struct tw_batch_slab *slab; /* the mapping it lives in (set once) */
-    _Atomic tw_timer h[TW_BATCH]; /* atomic: a stealer with a stale pointer may
-                              read while the drainer fills (relaxed) */
-} tw_batch;
+} TW_ALIGNED tw_batch;
+_Static_assert(sizeof(tw_batch) == TW_CACHELINE, "a batch is one line");
 
 /* Batches are mapped TW_SLAB_BATCHES at a time (workers.c): a slab whose
  * batches are all back is unmapped whole, so a burst's batches go back to
@@ -877,6 +894,17 @@ typedef struct tw_pool {
     uint32_t nslabs;             /* drainer: how many */
     tw_batch_slab *retired;      /* drainer: slabs trimmed, which a stealer may
                                     still read (linked through next) */
+    struct cds_wfcq_head spent_head; /* runs whose batches are all done: */
+    struct cds_wfcq_tail spent_tail; /* workers enqueue, the drainer dequeues */
+    tw_run *runs_spare;          /* drainer: runs whose memory may be used again */
+    tw_run *runs_wait;           /* drainer: spent runs a stealer may still read */
+    size_t run_peak, run_peak_prev; /* drainer: the most entries one run held,
+                                    this trim period and the one before */
+    uint64_t runs_reused;        /* drainer: runs whose memory was used again
+                                    (stress/steal_runs.c reads it once stopped) */
+    uint32_t runs_out;           /* drainer: runs handed out, not spare again */
+    uint32_t runs_out_peak, runs_out_peak_prev; /* drainer: the most out at once,
+                                    this trim period and the one before */
     _Atomic int32_t work_seq;    /* futex word: bumped on every enqueue */
     _Atomic uint32_t sleepers;   /* workers in (or going into) futex_wait */
     _Atomic bool quit;
@@ -907,7 +935,11 @@ void tw__pool_fini(tw_service *s);  /* tw_destroy: what tw__pool_quit keeps */
  * two periods' largest step needed. */
 void tw__pool_trim(tw_service *s);
 bool tw__pool_above_keep(tw_service *s); /* more batches made than kept */
-#define TW_BATCH_KEEP 64u /* batches (two slabs, 136 KiB) always kept */
+#define TW_BATCH_KEEP 64u /* batches (two slabs, 8 KiB) always kept */
+#define TW_RUNS_KEEP 4u   /* spare runs always kept (workers.c, runs_trim) */
+/* stress/steal_runs.c only: spent runs become spare without the look at
+ * stealers (workers.c, runs), which TSan must then report. */
+extern bool tw__runs_plant_no_wait;
 /* Wait until timer h is not running (spin, then sleep). */
 void tw__wait_not_running(tw_service *s, tw_record *rec, uint32_t gen);
 /* Periodic: compute and arm the next run after the run that was due at

@@ -4,9 +4,10 @@
  * the drainer's thread (MANUAL clock, or workers = 0), or on a pool of
  * worker threads, so that a slow callback delays only its worker.
  *
- * Hand-off: the list is cut into batches (a quarter of the list per
- * worker, at least TW_BATCH_MIN and at most TW_BATCH handles) and enqueued
- * on a liburcu wait-free concurrent queue (wfcqueue): the cursor's enqueue
+ * Hand-off: the list itself goes to the pool (a run, below: no copy), cut
+ * into batches (a quarter of the list per worker, at least TW_BATCH_MIN
+ * and at most TW_BATCH handles) that point into it and are enqueued on a
+ * liburcu wait-free concurrent queue (wfcqueue): the cursor's enqueue
  * never blocks; workers dequeue one batch at a time (the queue's dequeue
  * lock is held for the dequeue only, never across a callback). A batch
  * holds handles, not record pointers: a timer cancelled while queued fails
@@ -490,6 +491,8 @@ static tw_batch_slab *slab_map(tw_pool *p)
         tw_batch *b = &sl->b[i];
         atomic_init(&b->lo, 0);
         atomic_init(&b->take, 0);
+        atomic_init(&b->h, NULL);
+        b->run = NULL;
         b->slab = sl;
         b->node.next = sl->free;
         sl->free = &b->node;
@@ -546,20 +549,193 @@ static tw_batch *batch_get(tw_pool *p)
  * `stealing` as 0 after taking the batch, a stealer that read the batch's
  * pointer has lowered it again, and a later one reads `cur` after the
  * clear. Else they wait for the next trim (a steal lasts microseconds). */
-static void unmap_retired(tw_pool *p)
+static bool no_stealer(const tw_pool *p)
 {
-    if (!p->retired)
-        return;
     for (uint32_t i = 0; i < p->nworkers; i++) {
         /* Seq_cst: see above. */
         if (atomic_load_explicit(&p->worker[i].stealing, memory_order_seq_cst))
-            return;
+            return false;
     }
+    return true;
+}
+
+static void unmap_retired(tw_pool *p)
+{
+    if (!p->retired || !no_stealer(p))
+        return;
     for (tw_batch_slab *sl = p->retired, *next; sl; sl = next) {
         next = sl->next;
         munmap(sl, sizeof *sl);
     }
     p->retired = NULL;
+}
+
+/* ---- runs --------------------------------------------------------------------- */
+
+/*
+ * A delivery hands the due list's pairs to the pool as they are: the
+ * list's memory becomes a run, its batches point into it, and the list
+ * takes a spare run's memory in exchange. Until 2026-11-27 each batch held
+ * a copy of its handles: handing over a million-timer burst cost the
+ * cursor 20-24 ms of a core on the 2-core AMD guest (8 MB copied into
+ * batch memory that the burst faulted in), while both workers wanted both
+ * cores, and a timer due in another tick waited for the cursor meanwhile.
+ *
+ * A run's memory is used again only once every batch pointing into it is
+ * done (refs: one per batch, and the drainer's own while it hands out; an
+ * owner releases at its batch's end and the last one queues the run as
+ * spent) and no worker is stealing: a stealer may have read a batch from
+ * its owner's cur before the batch ended, and it reads its pair after its
+ * CAS (batch_steal). The argument is unmap_retired's: the owner clears cur
+ * (seq_cst) before it releases, a stealer raises `stealing` (seq_cst)
+ * before it reads cur, so once the drainer reads every `stealing` as 0
+ * after a run was spent, no stealer holds a pointer into it; while one
+ * steals, the run waits for a later look.
+ */
+static void run_release(tw_pool *p, tw_run *r)
+{
+    /* Acq_rel: every access to the run's pairs comes before the last
+     * release, which the drainer's next use of the memory follows (the
+     * spent queue hands it over). */
+    if (atomic_fetch_sub_explicit(&r->refs, 1, memory_order_acq_rel) == 1) {
+        cds_wfcq_node_init(&r->node);
+        cds_wfcq_enqueue(&p->spent_head, &p->spent_tail, &r->node);
+    }
+}
+
+bool tw__runs_plant_no_wait; /* stress/steal_runs.c only (internal.h) */
+
+/* Spent runs wait; the waiting ones become spare once no worker steals. */
+static void runs_collect(tw_pool *p)
+{
+    /* As in batch_get: the drainer alone dequeues spent runs. */
+    for (struct cds_wfcq_node *node;
+         (node = __cds_wfcq_dequeue_blocking(&p->spent_head, &p->spent_tail));) {
+        tw_run *r = caa_container_of(node, tw_run, node);
+        r->next = p->runs_wait;
+        p->runs_wait = r;
+    }
+    if (!p->runs_wait || (!tw__runs_plant_no_wait && !no_stealer(p)))
+        return;
+    tw_run *last = p->runs_wait;
+    p->runs_out--;
+    while (last->next) {
+        last = last->next;
+        p->runs_out--;
+    }
+    last->next = p->runs_spare;
+    p->runs_spare = p->runs_wait;
+    p->runs_wait = NULL;
+}
+
+/* The due list's n pairs become a run, held by the drainer (one ref); the
+ * list takes a spare run's memory, if any (else it grows when pushed to).
+ * NULL, the list untouched: no memory for a run. */
+static tw_run *run_begin(tw_pool *p, tw_vec *due, size_t n)
+{
+    runs_collect(p);
+    tw_run *r = p->runs_spare;
+    if (r) {
+        p->runs_spare = r->next;
+        p->runs_reused++;
+    } else if (!(r = calloc(1, sizeof *r))) {
+        return NULL;
+    }
+    tw__vec_note(due);
+    uint64_t *v = r->v;
+    size_t cap = r->cap;
+    r->v = due->v;
+    r->cap = due->cap;
+    due->v = v;
+    due->cap = cap;
+    due->n = due->touched = 0;
+    if (2 * n > p->run_peak)
+        p->run_peak = 2 * n;
+    if (++p->runs_out > p->runs_out_peak)
+        p->runs_out_peak = p->runs_out;
+    /* Relaxed: nobody else sees the run until a batch is queued. */
+    atomic_store_explicit(&r->refs, 1, memory_order_relaxed);
+    return r;
+}
+
+/* How many spare runs a trim keeps: as many as were out at once in this
+ * trim period or the last (a steady service hands the same ones round and
+ * allocates none), at least TW_RUNS_KEEP; and the largest run memory it
+ * keeps: twice the most one run held then, at least TW_VEC_KEEP entries. */
+static uint32_t runs_keep(const tw_pool *p)
+{
+    uint32_t peak = p->runs_out_peak > p->runs_out_peak_prev ? p->runs_out_peak
+                                                             : p->runs_out_peak_prev;
+    return peak > TW_RUNS_KEEP ? peak : TW_RUNS_KEEP;
+}
+
+static size_t runs_keep_cap(const tw_pool *p)
+{
+    size_t need = p->run_peak > p->run_peak_prev ? p->run_peak : p->run_peak_prev;
+    return 2 * need > TW_VEC_KEEP ? 2 * need : TW_VEC_KEEP;
+}
+
+/* Trim period's end: spare runs past what runs_keep and runs_keep_cap
+ * allow go back to malloc. */
+static void runs_trim(tw_pool *p)
+{
+    runs_collect(p);
+    uint32_t keep = runs_keep(p), kept = 0;
+    size_t keep_cap = runs_keep_cap(p);
+    for (tw_run **at = &p->runs_spare; *at;) {
+        tw_run *r = *at;
+        if (kept < keep && r->cap <= keep_cap) {
+            kept++;
+            at = &r->next;
+            continue;
+        }
+        *at = r->next;
+        free(r->v);
+        free(r);
+    }
+    p->run_peak_prev = p->run_peak;
+    p->run_peak = 0;
+    p->runs_out_peak_prev = p->runs_out_peak;
+    p->runs_out_peak = p->runs_out;
+}
+
+/* More than an idle pool keeps (TW_RUNS_KEEP spare runs of at most
+ * TW_VEC_KEEP entries): the idle cursor comes back at the trim periods
+ * until the peaks have passed and runs_trim gave the rest back. */
+static bool runs_above_keep(tw_pool *p)
+{
+    runs_collect(p);
+    if (p->runs_wait)
+        return true;
+    uint32_t n = 0;
+    for (const tw_run *r = p->runs_spare; r; r = r->next) {
+        if (++n > TW_RUNS_KEEP || r->cap > TW_VEC_KEEP)
+            return true;
+    }
+    return false;
+}
+
+static void runs_free_list(tw_run *r)
+{
+    for (tw_run *next; r; r = next) {
+        next = r->next;
+        free(r->v);
+        free(r);
+    }
+}
+
+/* tw__pool_quit, the workers joined: every run is spent or spare. */
+static void runs_fini(tw_pool *p)
+{
+    for (struct cds_wfcq_node *node;
+         (node = __cds_wfcq_dequeue_blocking(&p->spent_head, &p->spent_tail));) {
+        tw_run *r = caa_container_of(node, tw_run, node);
+        r->next = p->runs_wait;
+        p->runs_wait = r;
+    }
+    runs_free_list(p->runs_wait);
+    runs_free_list(p->runs_spare);
+    p->runs_wait = p->runs_spare = NULL;
 }
 
 /* Trim period's end: put the spare batches back in their slabs, and
@@ -570,6 +746,7 @@ static void unmap_retired(tw_pool *p)
 void tw__pool_trim(tw_service *s)
 {
     tw_pool *p = &s->pool;
+    runs_trim(p);
     unmap_retired(p); /* what the last trim took, if no stealer held on */
     size_t need = p->peak > p->peak_prev ? p->peak : p->peak_prev;
     p->peak_prev = p->peak;
@@ -597,7 +774,8 @@ void tw__pool_trim(tw_service *s)
 
 bool tw__pool_above_keep(tw_service *s)
 {
-    return (uint64_t)s->pool.nslabs * TW_SLAB_BATCHES > TW_BATCH_KEEP;
+    return (uint64_t)s->pool.nslabs * TW_SLAB_BATCHES > TW_BATCH_KEEP ||
+           runs_above_keep(&s->pool);
 }
 
 /* The end of a step's deliveries: its batches count towards the peak. */
@@ -608,18 +786,25 @@ static void step_delivered(tw_pool *p)
     p->step_handed = 0;
 }
 
-/* Fill b with n handles from the due pairs: a new generation, so that a
- * stealer still holding an older one of this batch fails its CAS. */
-static void batch_fill(tw_batch *b, const uint64_t *pairs, size_t n)
+/* Point b at n due pairs of run r, from `pairs` on. A stealer may still
+ * hold b from its last use (workers.c, stealing): the batch first goes
+ * empty in a new generation, then gets its pairs, then its count in the
+ * generation after. A stealer whose CAS on take succeeds read take, then
+ * h, inside one generation (see batch_steal), so it never indexes one
+ * fill's pairs with another's count. */
+static void batch_fill(tw_batch *b, tw_run *r, const uint64_t *pairs, size_t n)
 {
-    /* Relaxed (these and lo): published by the release store below. */
-    for (size_t k = 0; k < n; k++)
-        atomic_store_explicit(&b->h[k], pairs[2 * k + 1], memory_order_relaxed);
-    atomic_store_explicit(&b->lo, 0, memory_order_relaxed);
+    /* Relaxed (take, lo): ordered before the release store of h below. */
     uint64_t gen = (atomic_load_explicit(&b->take, memory_order_relaxed) >> 32) + 1;
-    /* Release: a stealer that reads this generation (acquire) sees the
-     * handles and lo; the queue's own hand-off orders them for the owner. */
-    atomic_store_explicit(&b->take, gen << 32 | n, memory_order_release);
+    atomic_store_explicit(&b->take, gen << 32, memory_order_relaxed);
+    atomic_store_explicit(&b->lo, 0, memory_order_relaxed);
+    b->run = r; /* the owner's: handed over by the queue */
+    /* Release: a stealer that reads these pairs' address (acquire) sees
+     * the pairs and the empty generation before them. */
+    atomic_store_explicit(&b->h, pairs, memory_order_release);
+    /* Release: a stealer that reads this generation (acquire) sees h; the
+     * queue's own hand-off orders all of it for the owner. */
+    atomic_store_explicit(&b->take, (gen + 1) << 32 | n, memory_order_release);
 }
 
 static void batch_give_back(tw_pool *p, tw_batch *b)
@@ -780,19 +965,22 @@ static void run_one(tw_service *s, tw_timer h)
  */
 static bool batch_steal(tw_batch *b, tw_timer *h)
 {
-    /* Acquire: this generation's handles and lo (batch_fill's release). */
+    /* Acquire: this generation's h and lo (batch_fill's release). */
     uint64_t t = atomic_load_explicit(&b->take, memory_order_acquire);
     for (;;) {
         uint32_t hi = (uint32_t)t;
         /* Relaxed: a stale lo only makes us try a handle its owner tries too. */
         if (hi == 0 || hi <= atomic_load_explicit(&b->lo, memory_order_relaxed))
             return false;
-        /* Relaxed: the CAS below vouches for it (same generation). */
-        tw_timer x = atomic_load_explicit(&b->h[hi - 1], memory_order_relaxed);
-        /* Acquire: as the load above, on failure too. */
+        /* Acquire: the pairs h points to. If this is a later fill's h, that
+         * fill's empty generation is visible to the CAS below, which fails. */
+        const uint64_t *pairs = atomic_load_explicit(&b->h, memory_order_acquire);
+        /* Acquire: as the first load, on failure too. */
         if (atomic_compare_exchange_weak_explicit(&b->take, &t, t - 1, memory_order_acquire,
                                                   memory_order_acquire)) {
-            *h = x;
+            /* Position hi - 1 of generation t is ours; its run cannot be
+             * used again while we are marked stealing (runs below). */
+            *h = pairs[2 * (hi - 1) + 1];
             return true;
         }
     }
@@ -828,6 +1016,7 @@ static void run_stolen(tw_service *s, tw_worker *me)
     tw_timer h;
     bool more;
     while (steal_one(s, me, &h, &more)) {
+        tw__count_rare(s, TW_RARE_STOLEN);
         if (more)
             wake_one_worker(&s->pool);
         run_one(s, h);
@@ -838,8 +1027,11 @@ static void run_batch(tw_service *s, tw_worker *me, tw_batch *b)
 {
     /* Seq_cst: stealers find it (the owner's half of the pairing). */
     atomic_store_explicit(&me->cur, b, memory_order_seq_cst);
-    /* Relaxed: the owner filled or received it; only stealers lower hi. */
+    /* Relaxed (take, h): the owner received it through the queue; only
+     * stealers lower hi. */
     uint32_t n = (uint32_t)atomic_load_explicit(&b->take, memory_order_relaxed);
+    const uint64_t *pairs = atomic_load_explicit(&b->h, memory_order_relaxed);
+    tw_run *run = b->run;
     if (n >= 2 && atomic_load_explicit(&s->pool.sleepers, memory_order_seq_cst))
         wake_one_worker(&s->pool);
     run_ctx ctx;
@@ -851,13 +1043,11 @@ static void run_batch(tw_service *s, tw_worker *me, tw_batch *b)
             break;
         /* Relaxed: progress for stealers, a hint (see above). */
         atomic_store_explicit(&b->lo, i + 1, memory_order_relaxed);
-        /* Relaxed: ours since the queue handed the batch over. */
         if (i + PREFETCH_AHEAD < hi)
-            prefetch_record(s, atomic_load_explicit(&b->h[i + PREFETCH_AHEAD],
-                                                    memory_order_relaxed));
+            prefetch_record(s, pairs[2 * (i + PREFETCH_AHEAD) + 1]);
         if (i % CLOCK_EVERY == 0)
             ctx.now = tw__clock_read(s) - s->origin;
-        run_handle(s, atomic_load_explicit(&b->h[i], memory_order_relaxed), &ctx);
+        run_handle(s, pairs[2 * i + 1], &ctx);
     }
     run_ctx_done(&ctx);
     /* Release: stealers that still see the batch read a finished one.
@@ -865,6 +1055,7 @@ static void run_batch(tw_service *s, tw_worker *me, tw_batch *b)
      * (free_retired); one locked store per batch. */
     atomic_store_explicit(&me->cur, NULL, memory_order_seq_cst);
     batch_give_back(&s->pool, b);
+    run_release(&s->pool, run);
 }
 
 /* No memory for a batch: the drainer runs these n (at most TW_BATCH) due
@@ -889,6 +1080,36 @@ static size_t batch_size(const tw_service *s, size_t n)
     return per > TW_BATCH ? TW_BATCH : per;
 }
 
+/* Hand pairs [0, n) of run r out in batches, as far as there are batches
+ * for them; returns how many went. */
+static size_t hand_out(tw_service *s, tw_run *r, size_t n)
+{
+    size_t per = batch_size(s, n), i = 0;
+    while (i < n) {
+        tw_batch *b = batch_get(&s->pool);
+        if (!b)
+            break;
+        size_t take = n - i < per ? n - i : per;
+        /* Relaxed: the owner's release comes after the queue's hand-over. */
+        atomic_fetch_add_explicit(&r->refs, 1, memory_order_relaxed);
+        batch_fill(b, r, r->v + 2 * i, take);
+        pool_enqueue(s, b);
+        i += take;
+    }
+    return i;
+}
+
+/* No memory for a batch (or a run): the drainer runs pairs [i, n) itself,
+ * TW_BATCH at a time, so that no due timer is lost. */
+static void run_rest_here(tw_service *s, const uint64_t *pairs, size_t i, size_t n)
+{
+    while (i < n) {
+        size_t take = n - i < TW_BATCH ? n - i : TW_BATCH;
+        run_here(s, pairs + 2 * i, take);
+        i += take;
+    }
+}
+
 void tw__deliver(tw_service *s)
 {
     tw_vec *due = &s->wheel.due;
@@ -898,38 +1119,32 @@ void tw__deliver(tw_service *s)
         tw__vec_clear(due);
         return;
     }
-    size_t per = batch_size(s, n);
-    for (size_t i = 0; i < n;) {
-        tw_batch *b = batch_get(&s->pool);
-        size_t take = n - i < per ? n - i : per;
-        if (!b) {
-            run_here(s, due->v + 2 * i, take); /* never lose a due timer */
-        } else {
-            batch_fill(b, due->v + 2 * i, take);
-            pool_enqueue(s, b);
-        }
-        i += take;
+    tw_run *r = n ? run_begin(&s->pool, due, n) : NULL;
+    if (r) {
+        run_rest_here(s, r->v, hand_out(s, r, n), n);
+        run_release(&s->pool, r);
+    } else {
+        run_rest_here(s, due->v, 0, n);
+        tw__vec_clear(due);
     }
-    tw__vec_clear(due);
     step_delivered(&s->pool);
 }
 
 void tw__deliver_early(tw_service *s)
 {
     tw_vec *due = &s->wheel.due;
-    size_t n = due->n / 2, per = batch_size(s, n), i = 0;
-    while (i < n) {
-        tw_batch *b = batch_get(&s->pool);
-        if (!b)
-            break; /* the step's end runs the rest (tw__deliver, run_here) */
-        size_t take = n - i < per ? n - i : per;
-        batch_fill(b, due->v + 2 * i, take);
-        pool_enqueue(s, b);
-        i += take;
+    size_t n = due->n / 2;
+    tw_run *r = n ? run_begin(&s->pool, due, n) : NULL;
+    if (!r)
+        return; /* the step's end runs them (tw__deliver) */
+    size_t i = hand_out(s, r, n);
+    if (i < n) {
+        /* No batch for the rest: the list keeps it for tw__deliver. */
+        tw__vec_reserve(due, 2 * (n - i));
+        memcpy(due->v, r->v + 2 * i, (n - i) * 2 * sizeof *due->v);
+        due->n = 2 * (n - i);
     }
-    tw__vec_note(due);
-    memmove(due->v, due->v + 2 * i, (n - i) * 2 * sizeof *due->v);
-    due->n = 2 * (n - i);
+    run_release(&s->pool, r);
 }
 
 static void *worker_main(void *arg)
@@ -959,6 +1174,7 @@ static void *worker_main(void *arg)
         bool more;
         if (steal_one(s, me, &h, &more)) {
             atomic_fetch_sub_explicit(&p->sleepers, 1, memory_order_seq_cst);
+            tw__count_rare(s, TW_RARE_STOLEN);
             run_one(s, h);
             continue;
         }
@@ -972,6 +1188,11 @@ int tw__pool_start(tw_service *s, uint32_t nthreads)
     tw_pool *p = &s->pool;
     cds_wfcq_init(&p->head, &p->tail);
     cds_wfcq_init(&p->spare_head, &p->spare_tail);
+    cds_wfcq_init(&p->spent_head, &p->spent_tail);
+    p->runs_spare = p->runs_wait = NULL;
+    p->run_peak = p->run_peak_prev = 0;
+    p->runs_reused = 0;
+    p->runs_out = p->runs_out_peak = p->runs_out_peak_prev = 0;
     atomic_init(&p->made, 0);
     p->slabs = p->retired = NULL;
     p->nslabs = 0;
@@ -1022,9 +1243,9 @@ void tw__pool_quit(tw_service *s)
     for (uint32_t i = 0; i < p->nthreads; i++)
         pthread_join(p->threads[i], NULL);
     p->nthreads = 0;
-    while (pool_take(p)) {
-        /* every handle in it was dropped by the stop sweep */
-    }
+    for (tw_batch *b; (b = pool_take(p));)
+        run_release(p, b->run); /* every handle in it was dropped by the stop sweep */
+    runs_fini(p);
     while (__cds_wfcq_dequeue_blocking(&p->spare_head, &p->spare_tail)) {
     }
     /* The workers are joined: no stealer is left. */
@@ -1043,6 +1264,7 @@ void tw__pool_quit(tw_service *s)
     p->threads = NULL;
     cds_wfcq_destroy(&p->head, &p->tail);
     cds_wfcq_destroy(&p->spare_head, &p->spare_tail);
+    cds_wfcq_destroy(&p->spent_head, &p->spent_tail);
 }
 
 /* The workers' lines stay until tw_destroy: tw_pause may look at their
