@@ -86,6 +86,20 @@
  *                          exceed the runners=1 callback=shared row. The
  *                          callback=own rows are what the same runs reach
  *                          when the callbacks share nothing.
+ *                          callback=shared_work is the shared counter after
+ *                          BURST_WORK_OPS dependent multiply-adds of the
+ *                          runner's own (some 7 ns on the AMD guest, less
+ *                          than a timer library adds to a run): with that
+ *                          much between two increments the line is at the
+ *                          other core on nearly every one, and two runners
+ *                          fall far below one (2026-11-27, AMD guest:
+ *                          48M runs/s on one runner, 8.8M on two).
+ *   first_touch page=P     the first write to a page of fresh anonymous
+ *                          memory, 4 KiB pages (ns a page) and, where
+ *                          transparent huge pages may be asked for
+ *                          (MADV_HUGEPAGE), 2 MiB ones (ns a MiB): what a
+ *                          list that grows into new memory pays, on a VM
+ *                          the host's fault as well as the zeroing.
  *
  * All figures but burst_run's are wall-clock times (CLOCK_MONOTONIC) divided
  * by the number of operations, loop overhead included (a counter and a
@@ -110,6 +124,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -886,6 +901,21 @@ __attribute__((noinline)) static void burst_cb_own(uint64_t handle, void *arg)
     atomic_fetch_add_explicit(&burst_own_runs, 1, memory_order_relaxed);
 }
 
+/* burst_cb_shared after BURST_WORK_OPS dependent multiply-adds of the
+ * runner's own, which the CPU cannot overlap with each other. */
+#define BURST_WORK_OPS 16
+
+__attribute__((noinline)) static void burst_cb_shared_work(uint64_t handle, void *arg)
+{
+    (void)arg;
+    uint64_t x = handle;
+    for (unsigned k = 0; k < BURST_WORK_OPS; k++)
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+    keep(x);
+    /* relaxed: as burst_cb_shared. */
+    atomic_fetch_add_explicit(&burst_shared.runs, 1, memory_order_relaxed);
+}
+
 typedef struct burst {
     burst_record *recs;               /* n records; set before the runners start */
     uint64_t *handles;                /* n handles, in index order; ditto */
@@ -1001,7 +1031,7 @@ static void burst_check(const burst *b, burst_cb cb, uint64_t ran, uint64_t own)
         die("burst_run: a record was not run once");
     /* relaxed: after pthread_join, which ordered the runners' writes. */
     uint64_t shared = atomic_load_explicit(&burst_shared.runs, memory_order_relaxed);
-    bool counted = cb == burst_cb_shared ? shared == b->n : (own == b->n && shared == 0);
+    bool counted = cb == burst_cb_own ? (own == b->n && shared == 0) : shared == b->n;
     if (!counted)
         die("burst_run: the callbacks' count is not the number of records");
     for (uint32_t i = 0; i < b->n; i++)
@@ -1058,6 +1088,8 @@ static void measure_burst_run(const floor_sizes *sz)
         { 2, burst_cb_shared, "shared" },
         { 1, burst_cb_own, "own" },
         { 2, burst_cb_own, "own" },
+        { 1, burst_cb_shared_work, "shared_work" },
+        { 2, burst_cb_shared_work, "shared_work" },
     };
     int cpu[2];
     bool two = two_cpus(cpu);
@@ -1090,6 +1122,40 @@ static void measure_burst_run(const floor_sizes *sz)
     free(b.evict);
 }
 
+/* ---- 8. first touch of fresh memory ----------------------------------------------- */
+
+#define TOUCH_BYTES (32 * MIB)
+
+/* One repetition: map TOUCH_BYTES, ask for huge pages if `huge`, write a
+ * byte a 4 KiB page, unmap: ns for the writes. */
+static uint64_t touch_once(bool huge)
+{
+    unsigned char *p = mmap(NULL, TOUCH_BYTES, PROT_READ | PROT_WRITE,
+                            MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        die("first_touch: mmap");
+    if (huge)
+        (void)madvise(p, TOUCH_BYTES, MADV_HUGEPAGE); /* a hint; may do nothing */
+    uint64_t t0 = now_ns();
+    for (size_t off = 0; off < TOUCH_BYTES; off += 4 * KIB)
+        p[off] = 1;
+    uint64_t t = now_ns() - t0;
+    keep(p[TOUCH_BYTES - 4 * KIB]);
+    munmap(p, TOUCH_BYTES);
+    return t;
+}
+
+static void measure_first_touch(const floor_sizes *sz)
+{
+    double small[MAX_REPS], huge[MAX_REPS];
+    for (unsigned r = 0; r < sz->reps; r++) {
+        small[r] = (double)touch_once(false) / (double)(TOUCH_BYTES / (4 * KIB));
+        huge[r] = (double)touch_once(true) / (double)(TOUCH_BYTES / MIB);
+    }
+    print_floor("first_touch page=4KiB", "ns_per_page", spread_of(small, sz->reps), "ns");
+    print_floor("first_touch page=huge", "ns_per_mib", spread_of(huge, sz->reps), "ns");
+}
+
 /* ---- main ------------------------------------------------------------------------ */
 
 static void usage(FILE *to)
@@ -1119,6 +1185,7 @@ int main(int argc, char **argv)
     measure_pingpong(sz);
     measure_futex_wake(sz);
     measure_burst_run(sz);
+    measure_first_touch(sz);
     fprintf(stderr, "twfloor: done in %.1f s (checksum %" PRIu64 ")\n",
             (double)(now_ns() - t0) / 1e9, atomic_load_explicit(&sink, memory_order_relaxed));
     return 0;
