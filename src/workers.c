@@ -605,8 +605,8 @@ static void run_release(tw_pool *p, tw_run *r)
 
 bool tw__runs_plant_no_wait; /* stress/steal_runs.c only (internal.h) */
 
-/* Spent runs wait; the waiting ones become spare once no worker steals. */
-static void runs_collect(tw_pool *p)
+/* Spent runs go to the waiting list. */
+static void runs_take_spent(tw_pool *p)
 {
     /* As in batch_get: the drainer alone dequeues spent runs. */
     for (struct cds_wfcq_node *node;
@@ -615,6 +615,12 @@ static void runs_collect(tw_pool *p)
         r->next = p->runs_wait;
         p->runs_wait = r;
     }
+}
+
+/* Spent runs wait; the waiting ones become spare once no worker steals. */
+static void runs_collect(tw_pool *p)
+{
+    runs_take_spent(p);
     if (!p->runs_wait || (!tw__runs_plant_no_wait && !no_stealer(p)))
         return;
     tw_run *last = p->runs_wait;
@@ -727,12 +733,7 @@ static void runs_free_list(tw_run *r)
 /* tw__pool_quit, the workers joined: every run is spent or spare. */
 static void runs_fini(tw_pool *p)
 {
-    for (struct cds_wfcq_node *node;
-         (node = __cds_wfcq_dequeue_blocking(&p->spent_head, &p->spent_tail));) {
-        tw_run *r = caa_container_of(node, tw_run, node);
-        r->next = p->runs_wait;
-        p->runs_wait = r;
-    }
+    runs_take_spent(p);
     runs_free_list(p->runs_wait);
     runs_free_list(p->runs_spare);
     p->runs_wait = p->runs_spare = NULL;

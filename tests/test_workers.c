@@ -694,6 +694,22 @@ static int yield_piece_hook(bool late, size_t staged)
     return 0;
 }
 
+/* A service of the hooked shape with its lead at HOOK_LEAD, in g_yield_s,
+ * whose EARLY_N timers are due at *due, armed whole before the cursor
+ * looks at their slot (the clock paused meanwhile). */
+static tw_service *hooked_armed(tw_config *cfg, early *e, tw_timer *h, uint64_t *due)
+{
+    tw__early_lead_override = HOOK_LEAD; /* as late_try: a slow build claims slowly */
+    tw_service *s = t_service_cfg(cfg);
+    tw__early_lead_override = 0;
+    atomic_store(&g_yield_s, s);
+    ASSERT_RC(tw_pause(s), TW_OK);
+    *due = tw_now(s) + HOOK_DUE;
+    arm_one_slot(s, e, h, *due, early_run);
+    ASSERT_RC(tw_resume(s), TW_OK);
+    return s;
+}
+
 /* One try: NULL if the claim never reached the hold before its tick (the
  * cursor kept off the CPU: the host's doing). */
 static tw_service *yield_try(tw_config *cfg, early *e, tw_timer *h)
@@ -704,14 +720,8 @@ static tw_service *yield_try(tw_config *cfg, early *e, tw_timer *h)
     atomic_store(&g_probe_early, 0);
     atomic_store(&g_probe_checked, 0);
     atomic_store(&g_ran_mid_claim, 0);
-    tw__early_lead_override = HOOK_LEAD; /* as late_try: a slow build claims slowly */
-    tw_service *s = t_service_cfg(cfg);
-    tw__early_lead_override = 0;
-    atomic_store(&g_yield_s, s);
-    ASSERT_RC(tw_pause(s), TW_OK); /* armed whole before the cursor looks */
-    uint64_t due = tw_now(s) + HOOK_DUE;
-    arm_one_slot(s, e, h, due, early_run);
-    ASSERT_RC(tw_resume(s), TW_OK);
+    uint64_t due;
+    tw_service *s = hooked_armed(cfg, e, h, &due);
     while (atomic_load(&g_claim_held) == 0 && tw_now(s) < due)
         t_sleep_ns(T_MS / 4);
     bool held = atomic_load(&g_claim_held) != 0;
@@ -807,14 +817,8 @@ static void early_claim_makes_its_room_before_taking_the_slot(void **state)
     hooked_shape(&cfg, &e, &h);
     atomic_store(&g_room_seen, 0);
     atomic_store(&tw__early_piece_hook, room_piece_hook);
-    tw__early_lead_override = HOOK_LEAD; /* as late_try: time to make the room */
-    tw_service *s = t_service_cfg(&cfg);
-    tw__early_lead_override = 0;
-    atomic_store(&g_yield_s, s);
-    ASSERT_RC(tw_pause(s), TW_OK); /* armed whole before the cursor looks */
-    uint64_t due = tw_now(s) + HOOK_DUE;
-    arm_one_slot(s, e, h, due, early_run);
-    ASSERT_RC(tw_resume(s), TW_OK);
+    uint64_t due;
+    tw_service *s = hooked_armed(&cfg, e, h, &due); /* its lead leaves time for the room */
     expect_runs(s, e);
     atomic_store(&tw__early_piece_hook, NULL);
     if (!atomic_load(&g_room_seen))
