@@ -951,7 +951,15 @@ static void take_entries(tw_service *s, uint64_t T)
  * 3 ms ahead beside WL5's burst on the Intel guest came 40-90 ms late:
  * the claim of a million entries held the cursor for up to 150 ms. What
  * still cannot give way: taking the slot (its entries are copied out
- * while it is closed, some 11 ms a million here) and a single piece.
+ * while it is closed: 11 ms a million on the Intel guest of 2026-11-25,
+ * a few ms on the AMD guest of 2026-11-27 with its room made first) and
+ * a single piece.
+ *
+ * Fresh memory is slow on a VM (12 us a page on the AMD guest, bench/floor
+ * first_touch): before a claim closes its slot it makes room in `taken`
+ * and `staged` for the slot's entries and faults it in a piece at a time,
+ * giving way to earlier ticks between pieces (claim_room), so neither the
+ * take (the slot closed) nor the pieces after it wait for page faults.
  *
  * Claimed early, a timer is still pending and behaves as any claimed one:
  * a cancel frees it (its staged handle then finds nothing to run), a
@@ -1170,6 +1178,13 @@ static void claim_stash(tw_service *s, uint64_t T, uint64_t c)
     hands_empty(w, c + 1); /* the claim's; the step's own stays open */
 }
 
+/* The entries of `v` that its growth to `want` would fault in. */
+static size_t fresh_entries(const tw_vec *v, size_t want)
+{
+    size_t ready = v->touched > v->n ? v->touched : v->n;
+    return want > ready ? want - ready : 0;
+}
+
 /* Before a claim takes its slot: room for the slot's n entries in `taken`
  * and for their pairs in `staged`, faulted in a piece at a time
  * (tw__vec_touch), between which the cursor looks for an earlier tick's
@@ -1181,13 +1196,6 @@ static void claim_stash(tw_service *s, uint64_t T, uint64_t c)
  * late beside the burst). Returns false when an earlier tick's work came
  * due first: the cursor steps to it and comes back, and the room made so
  * far stays. With no time left before T the claim goes ahead as it is. */
-/* The entries of `v` that its growth to `want` would fault in. */
-static size_t fresh_entries(const tw_vec *v, size_t want)
-{
-    size_t ready = v->touched > v->n ? v->touched : v->n;
-    return want > ready ? want - ready : 0;
-}
-
 static bool claim_room(tw_service *s, uint64_t T, uint64_t stop_at, size_t n)
 {
     tw_wheel *w = &s->wheel;
