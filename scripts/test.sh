@@ -20,8 +20,8 @@
 #   scripts/test.sh tsan asan    only those
 # Environment: TW_STRESS_SECONDS (duration of each stress test; default 3
 # when CI=true, else 5), TW_SOAK_SECONDS (the soak, stress/soak.c: default
-# 60 in the gcc configuration (30 when CI=true), 10 under the sanitizers),
-# TW_JOBS (build parallelism, default 2).
+# 60 in the gcc configuration, 10 under the sanitizers), TW_JOBS (build
+# parallelism, default 2).
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -63,9 +63,7 @@ soak() {
 config_gcc() {
     configure_build gcc gcc RelWithDebInfo -DTW_WERROR=ON
     ctest_label gcc unit -j "$jobs"
-    # 30 s each under CI: two of them were two of CI's 26 minutes on the
-    # 2-core AMD guest (2026-11-27), where the plan is about 20.
-    if [ "${CI:-}" = true ]; then soak gcc 30; else soak gcc 60; fi
+    soak gcc 60
 }
 
 config_clang() {
