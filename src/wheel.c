@@ -493,6 +493,33 @@ static void occupancy_clear(tw_wheel *w, uint32_t l, uint32_t i)
                               ~(1ull << (i % 64)), memory_order_relaxed);
 }
 
+/* Whether slot i of level l (any lane) may hold entries: its occupancy
+ * bit, set by every producer that reserved in it and cleared only before
+ * a drain or compaction empties it. Walks over many slots look at a
+ * header only when its bit is set. The slot array starts as untouched
+ * anonymous memory, and a kernel may back even a read of such a page with
+ * a page of its own: on the AMD guest's Linux 6.18 (2026-11-27) reading
+ * 64 MiB never written made all of it resident, and compaction's round
+ * robin, which read every header's word, made the whole slot array
+ * resident in seconds or minutes (4.6 MiB with the defaults; the soak's
+ * RSS check failed on it). A bit set late only leaves a slot for the next
+ * round: these walks are a statistic and compaction, never a due time. */
+static bool slot_marked(const tw_wheel *w, uint32_t l, uint32_t i)
+{
+    /* Relaxed: a hint, as above. */
+    uint64_t bits = atomic_load_explicit(&w->occ[(size_t)l * w->occ_words + i / 64],
+                                         memory_order_relaxed);
+    return (bits >> (i % 64)) & 1;
+}
+
+/* The level and slot of w->slot[k] (any lane). */
+static bool slot_k_marked(const tw_wheel *w, size_t k)
+{
+    size_t per_lane = (size_t)w->levels * w->nslots;
+    size_t in_lane = k % per_lane;
+    return slot_marked(w, (uint32_t)(in_lane / w->nslots), (uint32_t)(in_lane % w->nslots));
+}
+
 /* Placements beyond the fixed arrays are counted here, by the drainer, from
  * each slot's final count, not by an atomic add on every placement;
  * tw__wheel_overflowed adds what the slots hold now. The drainer also
@@ -555,8 +582,10 @@ uint64_t tw__wheel_overflowed(tw_service *s)
     tw_wheel *w = &s->wheel;
     /* Relaxed: a statistic, summed while producers may be placing. */
     uint64_t sum = atomic_load_explicit(&w->overflowed, memory_order_relaxed);
-    for (size_t i = 0; i < slots_total(w); i++)
-        sum += slot_overflow_now(w, &w->slot[i]);
+    for (size_t i = 0; i < slots_total(w); i++) {
+        if (slot_k_marked(w, i)) /* see slot_marked: unmarked headers stay untouched */
+            sum += slot_overflow_now(w, &w->slot[i]);
+    }
     for (int j = 0; j < LATE_SLOTS; j++)
         sum += slot_overflow_now(w, &w->late[j]);
     return sum;
@@ -572,8 +601,10 @@ uint64_t tw__wheel_entries(tw_service *s)
 {
     tw_wheel *w = &s->wheel;
     uint64_t sum = 0;
-    for (size_t i = 0; i < slots_total(w); i++)
-        sum += slot_count_now(&w->slot[i]);
+    for (size_t i = 0; i < slots_total(w); i++) {
+        if (slot_k_marked(w, i)) /* see slot_marked */
+            sum += slot_count_now(&w->slot[i]);
+    }
     for (int j = 0; j < LATE_SLOTS; j++)
         sum += slot_count_now(&w->late[j]);
     return sum;
@@ -1357,6 +1388,8 @@ static uint32_t compact_one(tw_service *s, uint32_t l, uint32_t i, uint64_t c)
 {
     tw_wheel *w = &s->wheel;
     uint64_t held = 0;
+    if (!slot_marked(w, l, i))
+        return 0; /* nothing reserved since its last drain (slot_marked) */
     for (uint32_t lane = 0; lane < w->lanes; lane++) {
         /* Relaxed: a first look; the close decides. */
         held |= atomic_load_explicit(&slot_at(w, l, i, lane)->word, memory_order_relaxed) &
