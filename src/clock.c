@@ -136,7 +136,7 @@ uint64_t tw__tick_of(const tw_service *s, uint64_t deadline_ns)
  * generator is per thread, so the injection itself shares nothing. */
 #include <sched.h>
 
-static _Thread_local uint64_t inject_rng;
+static TW_TLS uint64_t inject_rng;
 
 void tw__inject(int point)
 {

@@ -93,11 +93,17 @@ enum {
     TW_RARE_COUNT
 };
 
+/* A thread-local that a hot path reads. Initial-exec: in the shared
+ * library the default (general-dynamic) model calls __tls_get_addr on
+ * every access, six calls in one cancel. Ours come to about 100 bytes, which
+ * a library loaded late (dlopen) takes from glibc's static TLS surplus. */
+#define TW_TLS _Thread_local __attribute__((tls_model("initial-exec")))
+
 /* The calling thread's counter stripe (service.c): an index, and whether
  * this thread alone uses that index (an owned stripe, held until the
  * thread exits; TW_OWNED_STRIPES threads at a time). */
-extern _Thread_local uint32_t tw__stripe_mine; /* UINT32_MAX: not assigned */
-extern _Thread_local bool tw__stripe_owned;
+extern TW_TLS uint32_t tw__stripe_mine; /* UINT32_MAX: not assigned */
+extern TW_TLS bool tw__stripe_owned;
 
 /* ---- records.c --------------------------------------------------------- */
 
@@ -299,11 +305,17 @@ int  tw__rec_alloc(tw_records *r, uint32_t *idx, tw_record **rec, uint64_t *stat
 /* Give back a record its owner has taken out of every live state: stores
  * FREE with the next generation (release) and pushes it on a free list. */
 void tw__rec_free(tw_records *r, uint32_t idx, uint64_t old_state);
-/* Push a record whose state word the caller already CAS-ed to FREE. */
-void tw__rec_push_free(tw_records *r, uint32_t idx);
-/* The same for n records (n <= TW_MAGAZINE). */
+/* Push n records whose state words the caller already CAS-ed to FREE
+ * (n <= TW_MAGAZINE; one record: tw__rec_push_free, below). */
 void tw__rec_push_free_many(tw_records *r, const uint32_t *idx, uint32_t n);
-uint64_t tw__rec_free_state(uint64_t old_state); /* FREE, next generation */
+/* FREE, next generation (never 0). */
+static inline uint64_t tw__rec_free_state(uint64_t old_state)
+{
+    uint32_t gen = tw__gen(old_state) + 1;
+    if (gen == 0)
+        gen = 1;
+    return (uint64_t)gen << TW_GEN_SHIFT | TW_ST_FREE;
+}
 /* The populating thread (the cursor): fault in the next piece of the
  * records the producers asked for ahead of the high-water mark. Returns
  * true while more is asked for than done. */
@@ -317,9 +329,29 @@ static inline tw_timer tw__handle(uint32_t gen, uint32_t idx)
 }
 static inline uint32_t tw__handle_idx(tw_timer t) { return (uint32_t)t; }
 static inline uint32_t tw__handle_gen(tw_timer t) { return (uint32_t)(t >> 32); }
+/* Never-used indexes start here (the low 32 bits of tw_records.next). */
+static inline uint32_t tw__rec_next_index(uint64_t next_word)
+{
+    return (uint32_t)next_word;
+}
 /* The record a handle names, or NULL (0, never allocated index). The caller
- * still checks the generation against the state word. */
-tw_record *tw__rec_of(const tw_records *r, tw_timer t);
+ * still checks the generation against the state word. Inline, as the
+ * record's own line is the miss of every cancel and reschedule: each
+ * instruction around it keeps the next call's miss from starting sooner
+ * (out-of-order cores overlap a caller's independent calls only when they
+ * are short; WL2 cancels). A handle with generation 0 (0 among them) is
+ * never one. */
+static inline tw_record *tw__rec_of(const tw_records *r, tw_timer t)
+{
+    if (tw__handle_gen(t) == 0)
+        return NULL;
+    uint32_t idx = tw__handle_idx(t);
+    /* Relaxed: only bounds the lookup; the chunk pointer load is acquire. */
+    if (idx >= tw__rec_next_index(atomic_load_explicit(&((tw_records *)r)->next,
+                                                       memory_order_relaxed)))
+        return NULL;
+    return tw__rec(r, idx);
+}
 uint32_t tw__records_high(const tw_records *r); /* indexes handed out (the table's top) */
 /* Once per trim period (the drainer, wheel.c tw__wheel_trim): close the top
  * chunk once it is little used (in_use: the timers pending), and take its
@@ -819,7 +851,7 @@ typedef struct tw_gate_tls {
     _Atomic int32_t *word;
     _Atomic bool *quit;
 } tw_gate_tls;
-extern _Thread_local tw_gate_tls tw__gate;
+extern TW_TLS tw_gate_tls tw__gate;
 void tw__gate_bind(_Atomic uint32_t *starting, _Atomic int32_t *word, _Atomic bool *quit);
 /* The gate's slow path: the service is paused; lower the word, sleep
  * until tw_resume or quit, raise it again. False if quitting. */
@@ -957,7 +989,7 @@ typedef struct tw_running_tls {
     tw_timer t;          /* ... and handle */
     tw_service *holds[TW_HOLDS];
 } tw_running_tls;
-extern _Thread_local tw_running_tls tw__self;
+extern TW_TLS tw_running_tls tw__self;
 
 /* ---- threads.c --------------------------------------------------------- */
 
@@ -972,6 +1004,52 @@ static inline void tw__fence_light(void)
         atomic_thread_fence(memory_order_seq_cst);
     else
         atomic_signal_fence(memory_order_seq_cst); /* the compiler's order only */
+}
+
+/* ---- record magazines (records.c owns them; inline for the free paths) ---- */
+
+/* This thread's magazine, if it has one (an owned stripe) and the trimmer
+ * is not emptying it: the owner's half of the handshake (see the top).
+ * Inline with tw__rec_push_free, the free of every cancel.
+ * (It used to be off under max_timers, when the cap was the table's size:
+ * then every schedule and cancel met the one shared free list, 4x slower
+ * on two threads; the cap is a budget now, service.c.) */
+static inline tw_magazine *tw__mag_enter(tw_records *r)
+{
+    if (!tw__stripe_owned)
+        return NULL;
+    tw_magazine *m = &r->mag[tw__stripe_mine];
+    /* Relaxed: ordered before the load of steal by the fence pairing. */
+    atomic_store_explicit(&m->busy, 1, memory_order_relaxed);
+    tw__fence_light();
+    /* Acquire: 0 written by a trimmer that emptied the magazine: we see
+     * what it left. */
+    if (__builtin_expect(atomic_load_explicit(&m->steal, memory_order_acquire) == 0, 1))
+        return m;
+    /* Release: as in tw__mag_leave (we did not touch it). */
+    atomic_store_explicit(&m->busy, 0, memory_order_release);
+    return NULL;
+}
+
+static inline void tw__mag_leave(tw_magazine *m)
+{
+    /* Release: a trimmer that reads 0 (acquire) sees our use of it done. */
+    if (m)
+        atomic_store_explicit(&m->busy, 0, memory_order_release);
+}
+
+/* Push a record whose state word the caller already CAS-ed to FREE: into
+ * this thread's magazine while it has room, else tw__rec_push_free_many. */
+static inline void tw__rec_push_free(tw_records *r, uint32_t idx)
+{
+    tw_magazine *m = tw__mag_enter(r);
+    if (__builtin_expect(m && m->n < TW_MAGAZINE, 1)) {
+        m->idx[m->n++] = idx; /* FREE already; ours until we hand it out */
+        tw__mag_leave(m);
+        return;
+    }
+    tw__mag_leave(m);
+    tw__rec_push_free_many(r, &idx, 1);
 }
 
 /* Start a library thread with asynchronous signals blocked, named `name`.

@@ -38,7 +38,7 @@
 #include <sched.h>
 #include <urcu/futex.h>
 
-_Thread_local tw_gate_tls tw__gate;
+TW_TLS tw_gate_tls tw__gate;
 
 /* Sleep until tw_resume or quit: the futex word and quit flag of the
  * calling runner (workers: the pool's; the cursor: its own). Returns false

@@ -179,11 +179,6 @@ static void *table_map(size_t bytes)
     return p == MAP_FAILED ? NULL : p;
 }
 
-static uint32_t next_index(uint64_t w)
-{
-    return (uint32_t)w;
-}
-
 /* Each service's generations start from its own base, spread over the
  * 32-bit space (golden-ratio steps), so a handle of another service names
  * a generation this service's record will not reach for ~2^31 reuses:
@@ -267,22 +262,11 @@ tw_periodic *tw__periodic(tw_records *r, uint32_t idx, bool make)
     return p ? &p[off] : NULL;
 }
 
-tw_record *tw__rec_of(const tw_records *r, tw_timer t)
-{
-    if (t == 0 || tw__handle_gen(t) == 0)
-        return NULL;
-    uint32_t idx = tw__handle_idx(t);
-    /* Relaxed: only bounds the lookup; the chunk pointer load is acquire. */
-    if (idx >= next_index(atomic_load_explicit(&((tw_records *)r)->next, memory_order_relaxed)))
-        return NULL;
-    return tw__rec(r, idx);
-}
-
 uint32_t tw__records_high(const tw_records *r)
 {
     /* Seq_cst: tw_stop's sweep reads the high-water mark after announcing
      * the stop; pairs with the seq_cst CAS in fresh_indexes(). */
-    uint32_t n = next_index(atomic_load_explicit(&((tw_records *)r)->next, memory_order_seq_cst));
+    uint32_t n = tw__rec_next_index(atomic_load_explicit(&((tw_records *)r)->next, memory_order_seq_cst));
     return n < r->limit ? n : r->limit;
 }
 
@@ -404,7 +388,7 @@ static int fresh_indexes(tw_records *r, uint32_t want, uint32_t *first, uint32_t
     for (;;) {
         if (w & TW_REC_SHUT)
             return REC_CLOSED;
-        n = next_index(w);
+        n = tw__rec_next_index(w);
         if (n >= r->limit)
             return TW_EAGAIN;
         uint32_t off;
@@ -482,7 +466,7 @@ static bool pop_list(tw_records *r, uint32_t j, uint32_t *idx, tw_record **out)
 static bool pop_lowest(tw_records *r, uint32_t *idx, tw_record **out)
 {
     /* Relaxed: only bounds the scan (lists above the top are empty). */
-    uint32_t n = next_index(atomic_load_explicit(&r->next, memory_order_relaxed));
+    uint32_t n = tw__rec_next_index(atomic_load_explicit(&r->next, memory_order_relaxed));
     if (n == 0)
         return false;
     uint32_t top = tw__rec_chunk(n - 1);
@@ -545,34 +529,8 @@ static void push_shared(tw_records *r, const uint32_t *idx, uint32_t n)
 
 /* ---- magazines ---------------------------------------------------------------- */
 
-/* This thread's magazine, if it has one (an owned stripe) and the trimmer
- * is not emptying it: the owner's half of the handshake (see the top).
- * (It used to be off under max_timers, when the cap was the table's size:
- * then every schedule and cancel met the one shared free list, 4x slower
- * on two threads; the cap is a budget now, service.c.) */
-static tw_magazine *mag_enter(tw_records *r)
-{
-    if (!tw__stripe_owned)
-        return NULL;
-    tw_magazine *m = &r->mag[tw__stripe_mine];
-    /* Relaxed: ordered before the load of steal by the fence pairing. */
-    atomic_store_explicit(&m->busy, 1, memory_order_relaxed);
-    tw__fence_light();
-    /* Acquire: 0 written by a trimmer that emptied the magazine: we see
-     * what it left. */
-    if (__builtin_expect(atomic_load_explicit(&m->steal, memory_order_acquire) == 0, 1))
-        return m;
-    /* Release: as in mag_leave (we did not touch it). */
-    atomic_store_explicit(&m->busy, 0, memory_order_release);
-    return NULL;
-}
-
-static void mag_leave(tw_magazine *m)
-{
-    /* Release: a trimmer that reads 0 (acquire) sees our use of it done. */
-    if (m)
-        atomic_store_explicit(&m->busy, 0, memory_order_release);
-}
+/* The magazine itself (tw__mag_enter, tw__mag_leave) is inline in
+ * internal.h: a cancel's free is one store into it. */
 
 /* A thread with a magazine takes never-used records in aligned blocks of
  * up to TW_MAGAZINE / 2: its records then sit together, so two threads'
@@ -615,9 +573,9 @@ int tw__rec_alloc(tw_records *r, uint32_t *idx, tw_record **rec, uint64_t *state
 {
     int rc;
     do {
-        tw_magazine *m = mag_enter(r);
+        tw_magazine *m = tw__mag_enter(r);
         rc = take_record(r, m, idx, rec);
-        mag_leave(m);
+        tw__mag_leave(m);
         if (rc == REC_CLOSED)
             reopen(r); /* nothing below the closed top: it is needed after all */
     } while (rc == REC_CLOSED);
@@ -629,20 +587,12 @@ int tw__rec_alloc(tw_records *r, uint32_t *idx, tw_record **rec, uint64_t *state
     return TW_OK;
 }
 
-uint64_t tw__rec_free_state(uint64_t old_state)
-{
-    uint32_t gen = tw__gen(old_state) + 1;
-    if (gen == 0)
-        gen = 1;
-    return (uint64_t)gen << TW_GEN_SHIFT | TW_ST_FREE;
-}
-
 /* A full magazine hands half of itself to the shared lists (one CAS per
  * chunk it spans), so a thread that only frees (a worker running a burst)
  * pays a contended RMW per TW_MAGAZINE / 2 records, not one per record. */
 void tw__rec_push_free_many(tw_records *r, const uint32_t *idx, uint32_t n)
 {
-    tw_magazine *m = mag_enter(r);
+    tw_magazine *m = tw__mag_enter(r);
     if (!m) {
         push_shared(r, idx, n);
         return;
@@ -654,12 +604,7 @@ void tw__rec_push_free_many(tw_records *r, const uint32_t *idx, uint32_t n)
         }
         m->idx[m->n++] = idx[i]; /* FREE already; ours until we hand it out */
     }
-    mag_leave(m);
-}
-
-void tw__rec_push_free(tw_records *r, uint32_t idx)
-{
-    tw__rec_push_free_many(r, &idx, 1);
+    tw__mag_leave(m);
 }
 
 void tw__rec_free(tw_records *r, uint32_t idx, uint64_t old_state)
@@ -689,7 +634,7 @@ static void set_phase(tw_records *r, uint32_t phase)
 static uint32_t top_of(tw_records *r)
 {
     /* Relaxed: under the lock, `next` does not move while the top is shut. */
-    return tw__rec_chunk(next_index(atomic_load_explicit(&r->next, memory_order_relaxed)) - 1);
+    return tw__rec_chunk(tw__rec_next_index(atomic_load_explicit(&r->next, memory_order_relaxed)) - 1);
 }
 
 /* Shut fresh indexes, then close the top chunk's list. */
@@ -698,7 +643,7 @@ static void close_top(tw_records *r)
     /* Seq_cst: fresh CASes expect a word without TW_REC_SHUT, so none
      * lands after this; it also fixes which chunk is the top. */
     uint64_t w = atomic_fetch_or_explicit(&r->next, TW_REC_SHUT, memory_order_seq_cst);
-    uint32_t top = tw__rec_chunk(next_index(w) - 1);
+    uint32_t top = tw__rec_chunk(tw__rec_next_index(w) - 1);
     /* Seq_cst: a pop that reads the head after this leaves the list
      * alone; one that read it before fails its CAS on the new head. */
     atomic_fetch_or_explicit(&r->list[top].head, LIST_CLOSED, memory_order_seq_cst);
@@ -899,7 +844,7 @@ void tw__rec_trim(tw_records *r, uint64_t in_use)
 {
     pthread_mutex_lock(&r->shrink_lock);
     /* Relaxed: TW_REC_SHUT changes only under our lock; n may grow. */
-    uint32_t n = next_index(atomic_load_explicit(&r->next, memory_order_relaxed));
+    uint32_t n = tw__rec_next_index(atomic_load_explicit(&r->next, memory_order_relaxed));
     uint32_t phase = shrink_phase(r);
     bool reopened = r->reopened;
     r->reopened = false;
@@ -927,14 +872,14 @@ bool tw__rec_trim_step(tw_records *r)
         return false;
     if (phase == TW_SHRINK_CLOSED) {
         /* Relaxed: a first look, without the lock; check_drained decides. */
-        uint32_t n = next_index(atomic_load_explicit(&r->next, memory_order_relaxed));
+        uint32_t n = tw__rec_next_index(atomic_load_explicit(&r->next, memory_order_relaxed));
         uint32_t top = tw__rec_chunk(n - 1);
         if (atomic_load_explicit(&r->list[top].free_n, memory_order_relaxed) !=
             (int32_t)(n - chunk_base(top)))
             return false;
     }
     pthread_mutex_lock(&r->shrink_lock);
-    uint32_t n = next_index(atomic_load_explicit(&r->next, memory_order_relaxed));
+    uint32_t n = tw__rec_next_index(atomic_load_explicit(&r->next, memory_order_relaxed));
     switch (shrink_phase(r)) {
     case TW_SHRINK_CLOSED:
         check_drained(r, top_of(r), n);
@@ -960,7 +905,7 @@ bool tw__rec_may_trim(tw_records *r, uint64_t in_use)
         return true;
     /* Relaxed: a hint for the idle cursor's plan; stuck and keep_from are
      * written by this thread (the trimmer). */
-    uint32_t n = next_index(atomic_load_explicit(&r->next, memory_order_relaxed));
+    uint32_t n = tw__rec_next_index(atomic_load_explicit(&r->next, memory_order_relaxed));
     if (n == 0)
         return false;
     if (phase == TW_SHRINK_CLOSED)

@@ -119,8 +119,8 @@ static _Atomic uint32_t shared_next;
 static pthread_key_t stripe_key;
 static bool stripe_key_ok;
 static pthread_once_t stripe_once = PTHREAD_ONCE_INIT;
-_Thread_local uint32_t tw__stripe_mine = UINT32_MAX;
-_Thread_local bool tw__stripe_owned;
+TW_TLS uint32_t tw__stripe_mine = UINT32_MAX;
+TW_TLS bool tw__stripe_owned;
 
 static uint32_t shared_stripe(void)
 {

@@ -137,7 +137,7 @@ static _Atomic(tw_waiter *) g_waiters;  /* push-only list; records never freed *
 static pthread_key_t g_waiter_key;
 static bool g_waiter_key_ok;
 static pthread_once_t g_waiter_once = PTHREAD_ONCE_INIT;
-static _Thread_local tw_waiter *t_waiter;
+static TW_TLS tw_waiter *t_waiter;
 
 static void waiter_release(void *w)
 {

@@ -51,7 +51,7 @@
 #include <time.h>
 #include <urcu/futex.h>
 
-_Thread_local tw_running_tls tw__self;
+TW_TLS tw_running_tls tw__self;
 
 static void futex_wake_all(_Atomic int32_t *word)
 {
@@ -252,7 +252,7 @@ typedef struct inline_list {
     const uint64_t *pairs; /* (key, handle) */
     size_t n, at, next;    /* running pairs[at]; pairs[next] the next claimed */
 } inline_list;
-static _Thread_local inline_list *inline_now;
+static TW_TLS inline_list *inline_now;
 
 static void raise_claim_floor(tw_service *s, inline_list *l)
 {
