@@ -94,6 +94,26 @@
  *                          other core on nearly every one, and two runners
  *                          fall far below one (2026-11-27, AMD guest:
  *                          48M runs/s on one runner, 8.8M on two).
+ *   random_cas records=N work=W
+ *                          one cancel's memory traffic with W steps of
+ *                          other work around it, ns per op: N records of
+ *                          40 bytes (as tw_record; N = 1,000,000, WL2's
+ *                          smaller size, 40 MB; 200,000 with --quick), each
+ *                          op an acquire load and a seq_cst CAS on the state
+ *                          word of a record at a random place (a shuffled
+ *                          order, read in sequence, as WL2 cancels), then a
+ *                          call doing W steps of work that touch no new
+ *                          line (a load, an add, a store: about 5
+ *                          instructions each). Independent ops overlap their
+ *                          misses only as far as the CPU's window of
+ *                          instructions reaches the next op's load: work=0
+ *                          is the floor of a cancel loop, and the rows with
+ *                          work show what each instruction a cancel runs
+ *                          besides its CAS costs (2026-11-27, AMD guest:
+ *                          20 ns at work=0, 40 at work=8, 70 at work=24,
+ *                          197 at work=64, about 330 instructions, where
+ *                          the misses no longer overlap: the chase row for
+ *                          16 MiB is 168).
  *   first_touch page=P     the first write to a page of fresh anonymous
  *                          memory, 4 KiB pages (ns a page) and, where
  *                          transparent huge pages may be asked for
@@ -159,6 +179,7 @@ typedef struct floor_sizes {
     uint32_t wakes;
     uint64_t wake_gap_ns;                /* waker sleeps this long before each wake */
     uint32_t burst_timers;               /* records in burst_run's burst */
+    uint32_t cas_records;                /* random_cas's table */
     size_t evict_bytes;                  /* written before each burst_run repetition */
 } floor_sizes;
 
@@ -167,14 +188,14 @@ static const floor_sizes full_sizes = {
     .chase_bytes = { 32 * KIB, 1 * MIB, 16 * MIB, 400 * MIB },
     .pingpong_hops = 1000000, .pingpong_limit_ns = 1 * SEC,
     .wakes = 2000, .wake_gap_ns = 200000,
-    .burst_timers = 1000000, .evict_bytes = 64 * MIB,
+    .burst_timers = 1000000, .evict_bytes = 64 * MIB, .cas_records = 1000000,
 };
 static const floor_sizes quick_sizes = {
     .reps = 3, .clock_calls = 200000, .rmw_ops = 500000, .chase_loads = 200000,
     .chase_bytes = { 32 * KIB, 1 * MIB, 16 * MIB, 64 * MIB },
     .pingpong_hops = 100000, .pingpong_limit_ns = SEC / 4,
     .wakes = 300, .wake_gap_ns = 200000,
-    .burst_timers = 200000, .evict_bytes = 64 * MIB,
+    .burst_timers = 200000, .evict_bytes = 64 * MIB, .cas_records = 200000,
 };
 
 _Static_assert(MAX_REPS >= 5, "full runs take 5 repetitions");
@@ -1156,6 +1177,75 @@ static void measure_first_touch(const floor_sizes *sz)
     print_floor("first_touch page=huge", "ns_per_mib", spread_of(huge, sz->reps), "ns");
 }
 
+/* ---- 8. random CAS with work around it ------------------------------------------ */
+
+/* A record as random_cas sees it: the state word first, 40 bytes in all. */
+typedef struct cas_record {
+    _Atomic uint64_t state;
+    uint64_t rest[4];
+} cas_record;
+
+_Static_assert(sizeof(cas_record) == 40, "a record is 40 bytes, as tw_record");
+
+typedef struct cas_table {
+    cas_record *recs;
+    uint32_t *order;                  /* a random permutation of the indexes */
+    uint32_t n;
+    unsigned work;                    /* steps of other work per op */
+    uint32_t at;                      /* where the next repetition starts */
+} cas_table;
+
+/* W steps of work on a line the caller already has (noinline: a call, as
+ * the library's is). */
+__attribute__((noinline)) static void cas_work(unsigned w)
+{
+    static uint64_t mine[8];
+    for (unsigned k = 0; k < w; k++)
+        mine[k & 7] += k;
+    __asm__ volatile("" : : "r"(mine) : "memory"); /* keep the stores */
+}
+
+static uint64_t loop_random_cas(void *ctx, uint64_t n)
+{
+    cas_table *t = ctx;
+    uint64_t won = 0;
+    uint32_t at = t->at;
+    for (uint64_t i = 0; i < n; i++) {
+        _Atomic uint64_t *w = &t->recs[t->order[at]].state;
+        at = at + 1 == t->n ? 0 : at + 1;
+        /* acquire, then a seq_cst CAS: tw_cancel's two accesses to the
+         * state word. */
+        uint64_t v = atomic_load_explicit(w, memory_order_acquire);
+        won += atomic_compare_exchange_strong_explicit(w, &v, v + 1, memory_order_seq_cst,
+                                                       memory_order_acquire);
+        cas_work(t->work);
+    }
+    t->at = at;
+    return won;
+}
+
+static void measure_random_cas(const floor_sizes *sz)
+{
+    static const unsigned works[] = { 0, 8, 24, 64 };
+    cas_table t = { .n = sz->cas_records };
+    t.recs = calloc(t.n, sizeof *t.recs);
+    t.order = malloc((size_t)t.n * sizeof *t.order);
+    if (!t.recs || !t.order)
+        die("out of memory for random_cas");
+    uint64_t seed = 7;
+    sattolo_shuffle(t.order, t.n, &seed);
+    for (uint32_t i = 0; i < t.n; i++)  /* every page resident before timing */
+        atomic_store_explicit(&t.recs[i].state, 0, memory_order_relaxed);
+    for (size_t k = 0; k < sizeof works / sizeof works[0]; k++) {
+        char name[64];
+        t.work = works[k];
+        snprintf(name, sizeof name, "random_cas records=%" PRIu32 " work=%u", t.n, t.work);
+        print_floor(name, "ns_per_op", time_per_op(loop_random_cas, &t, t.n, sz->reps), "ns");
+    }
+    free(t.recs);
+    free(t.order);
+}
+
 /* ---- main ------------------------------------------------------------------------ */
 
 static void usage(FILE *to)
@@ -1186,6 +1276,7 @@ int main(int argc, char **argv)
     measure_futex_wake(sz);
     measure_burst_run(sz);
     measure_first_touch(sz);
+    measure_random_cas(sz);
     fprintf(stderr, "twfloor: done in %.1f s (checksum %" PRIu64 ")\n",
             (double)(now_ns() - t0) / 1e9, atomic_load_explicit(&sink, memory_order_relaxed));
     return 0;

@@ -27,7 +27,8 @@
 # timerwheel columns to the best other column. Then twfloor (bench/floor.c,
 # ~10 s) measures what no timer library here can go below (clock reads,
 # uncontended atomics, memory latency up to 400 MiB, a cache-line hand-off
-# between cores, futex wake-to-run); its FLOOR lines follow the table as
+# between cores, futex wake-to-run, a burst's runs, a first touch, random
+# CASes with work around them); its FLOOR lines follow the table as
 # "# hardware floor (bench/floor.c)". Then beside (bench/beside.c, ~10 s):
 # the lateness of ordinary timers armed beside a million-timer burst while
 # the cursor claims the burst (timerwheel only: both columns' settings).
