@@ -22,6 +22,8 @@
 #    Requires.private); `--libs` is timerwheel alone.
 # 5. The public header as C++11 (g++ and clang++, -Wall -Wextra -Werror):
 #    -fsyntax-only, then linked and run (extern "C").
+# 6. The shared library loaded with dlopen (consumer/dlopen.c) and used from
+#    threads started after the load; its static TLS stays small.
 # The build dir is configured (gcc, -DTW_WERROR=ON) if it does not exist;
 # the libraries are (re)built in it. Takes a few seconds.
 set -euo pipefail
@@ -167,4 +169,20 @@ for cxx in g++ clang++; do
     "$tmp/cxx_$cxx" >/dev/null || die "C++ program ($cxx) failed"
 done
 say "timerwheel.h compiles as C++11 (g++, clang++) and links with C linkage"
+
+# ---- 6. loaded at run time (dlopen) ----------------------------------------
+# The library's thread-locals are initial-exec (src/internal.h, TW_TLS): a
+# dlopen takes them from glibc's static TLS surplus (1664 bytes for every
+# library loaded so, by default), so they must stay small. Then a program
+# that loads the library after start-up uses it from threads it starts later.
+tls_hex="$(readelf -lW "$libdir/libtimerwheel.so.$version" | awk '$1 == "TLS" {print $6}')"
+[ -n "$tls_hex" ] || die "no TLS segment in libtimerwheel.so (readelf -l)"
+tls=$((tls_hex))
+[ "$tls" -le 256 ] ||
+    die "the shared library's thread-locals take $tls bytes of static TLS: more than 256 may not fit a dlopen"
+gcc "${cflags[@]}" -D_POSIX_C_SOURCE=200809L consumer/dlopen.c -o "$tmp/dlopen" \
+    -I"$prefix/include" -pthread -ldl || die "building consumer/dlopen.c failed"
+"$tmp/dlopen" "$libdir/libtimerwheel.so.$major" >/dev/null ||
+    die "consumer_dlopen (the library loaded with dlopen) failed"
+say "dlopen: loaded at run time, used from threads started after it ($tls bytes of TLS)"
 say "all passed"
