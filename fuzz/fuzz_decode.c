@@ -82,6 +82,7 @@
  * due). */
 #include "fuzz_decode.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <poll.h>
@@ -271,9 +272,16 @@ static void check_wake(fz_svc *v, const char *when)
     if (v->fd < 0)
         return;
     struct pollfd p = {.fd = v->fd, .events = POLLIN, .revents = 0};
-    int r = poll(&p, 1, 0);
+    /* Even a zero timeout returns EINTR when a signal is pending and no
+     * descriptor is ready: libFuzzer's SIGALRM (its -timeout watchdog)
+     * lands here now and then. Ask again; any other error is ours. */
+    int r;
+    do {
+        r = poll(&p, 1, 0);
+    } while (r < 0 && errno == EINTR);
     if (r < 0)
-        fz_fail("service %d: poll of the wake fd failed (%s)", v->id, when);
+        fz_fail("service %d: poll of the wake fd failed after %s: %s", v->id, when,
+                strerror(errno));
     bool readable = r > 0 && (p.revents & POLLIN);
     if (readable != v->readable)
         fz_fail("service %d: wake fd %s after %s; the oracle expects it %s (last "

@@ -30,7 +30,11 @@ static uint64_t due_of(uint64_t deadline, uint64_t tick, uint64_t processed)
 static bool fd_readable(int fd)
 {
     struct pollfd p = {.fd = fd, .events = POLLIN};
-    return poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
+    int n;
+    do { /* a pending signal fails even a zero-timeout poll with EINTR */
+        n = poll(&p, 1, 0);
+    } while (n < 0 && errno == EINTR);
+    return n == 1 && (p.revents & POLLIN);
 }
 
 /* ---- tw_next_due ---------------------------------------------------------- */
@@ -470,7 +474,10 @@ static void another_thread_wakes_the_loop(void **state)
     assert_int_equal(pthread_create(&th, NULL, arm_soon, &a), 0);
     struct pollfd p = {.fd = fd, .events = POLLIN};
     /* the loop would sleep an hour; it must wake up within the test's time */
-    int n = poll(&p, 1, 30 * 1000);
+    int n;
+    do { /* a signal's EINTR is not the wake-up: wait again */
+        n = poll(&p, 1, 30 * 1000);
+    } while (n < 0 && errno == EINTR);
     assert_int_equal(n, 1);
     assert_int_equal(pthread_join(th, NULL), 0);
     assert_true(tw_next_due(s) == 2 * T_MS);
