@@ -17,7 +17,11 @@
  *   - when the next work is further away (occupancy bitmaps), publish the
  *     planned wake-up tick and sleep on a futex until then: an idle service
  *     wakes only when something is due, or when a producer arms a timer
- *     earlier than the planned wake-up (tw__cursor_poke).
+ *     earlier than the planned wake-up (tw__cursor_poke);
+ *   - on every pass, place what producers logged (defer.c): after the
+ *     step has handed its timers over, or before it when a logged timer
+ *     may be due by its target; and plan no wake-up later than
+ *     TW_DEFER_AHEAD ticks before the earliest logged timer.
  *
  * Lookahead: with a worker pool, the cursor processes each tick ahead of
  * it (two ticks early below a 2 ms tick, one from 2 ms up) and the
@@ -38,8 +42,9 @@
  * leaves the faults to the producers, as before.
  *
  * No lost wake-up: the cursor reads wake_seq, publishes wake_tick, then
- * re-scans the bitmaps (all seq_cst); a producer marks its slot's bit, then
- * reads wake_tick (seq_cst). Either the re-scan sees the bit, or the
+ * re-scans the bitmaps and the logs' tails (all seq_cst); a producer marks
+ * its slot's bit, or publishes its log's tail, then reads wake_tick
+ * (seq_cst). Either the re-scan sees the bit, or the
  * producer sees the planned tick and, if it is earlier, lowers wake_tick by
  * CAS and bumps wake_seq, which makes the futex wait return at once.
  */
@@ -216,6 +221,17 @@ static void prefault_step(tw_service *s)
     s->prefault_ns = took > kept ? took : kept;
 }
 
+/* Plan w, or earlier: the drain of the logs (defer.c) must come
+ * TW_DEFER_AHEAD ticks before the earliest timer they may hold. Entries
+ * are logged only further ahead than that, so this is after cur. */
+static uint64_t plan_for_logs(tw_service *s, uint64_t w)
+{
+    uint64_t logged = tw__defer_next_tick(s);
+    if (logged == UINT64_MAX)
+        return w;
+    return logged - TW_DEFER_AHEAD < w ? logged - TW_DEFER_AHEAD : w;
+}
+
 /* Caught up: sleep until the next work, or until poked. A large slot is
  * claimed early (wheel.c): the cursor wakes up its lead before the tick,
  * and claims it then. `now`: the loop's clock reading (the trim's too: a
@@ -228,6 +244,9 @@ static void cursor_sleep(tw_service *s, uint64_t cur, uint64_t now)
      * that is never idle still gives a burst's memory back (wheel.c). */
     tw__wheel_trim(s, now);
     uint64_t w = tw__wheel_next_work(s);
+    if (s->defer_short)
+        w = cur + 1; /* a logged timer found no memory: try again next tick */
+    w = plan_for_logs(s, w);
     if (w <= cur + 1) {
         tw__clock_sleep_until_service(s, tick_start(s, cur + 1));
         return;
@@ -263,6 +282,8 @@ static void cursor_sleep(tw_service *s, uint64_t cur, uint64_t now)
      * and for records asked for (may_prefault: see records_grew). */
     atomic_store_explicit(&s->wake_tick, w, memory_order_seq_cst);
     uint64_t again = tw__wheel_next_work(s);
+    if (plan_for_logs(s, w) < w)
+        again = 0; /* logged since our look, before our plan: plan again */
     if (again >= w && !quitting(s) && !may_prefault(s, cur, w))
         idle_wait(s, seq, w);
     /* Seq_cst: back to ticking; producers stop poking. */
@@ -278,6 +299,13 @@ static void paused_wait(tw_service *s)
     int32_t seq = atomic_load_explicit(&s->wake_seq, memory_order_seq_cst);
     if (!quitting(s) && tw__clock_paused(s))
         futex_async((int32_t *)&s->wake_seq, FUTEX_WAIT, seq, NULL, NULL, 0);
+}
+
+/* Place what the producers logged (defer.c); remember a shortage of
+ * memory, which makes the cursor come back next tick (cursor_sleep). */
+static void drain_logs(tw_service *s)
+{
+    s->defer_short = !tw__defer_drain(s);
 }
 
 static void *cursor_main(void *arg)
@@ -300,10 +328,18 @@ static void *cursor_main(void *arg)
         /* Relaxed: this thread is the only writer of cur. */
         uint64_t cur = atomic_load_explicit(&s->wheel.cur, memory_order_relaxed);
         if (target > cur) {
+            /* Timers the producers logged (defer.c) go into the wheel
+             * before a step can pass their ticks: first if one may be due
+             * by the target (a cursor late by TW_DEFER_AHEAD ticks), else
+             * once the due timers are handed over, which come first. */
+            if (tw__defer_next_tick(s) <= target)
+                drain_logs(s);
             tw__wheel_step(s, target);
             tw__deliver(s);
+            drain_logs(s);
             continue;
         }
+        drain_logs(s);
         /* Caught up, with an early claim that gave the cursor back for
          * the ticks just stepped (wheel.c): it goes on first. */
         uint64_t claim_tick;

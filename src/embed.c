@@ -82,7 +82,11 @@ uint64_t tw_next_due(tw_service *s)
         atomic_store_explicit(&s->known_due, UINT64_MAX, memory_order_seq_cst);
         empty_fd(s);
     }
+    /* The logs first: an entry that has left its log by then is in the
+     * wheel when the wheel is read (defer.c). */
+    uint64_t logged = tw__defer_next_tick(s);
     uint64_t tick = tw__wheel_next_due(s);
+    tick = logged < tick ? logged : tick;
     uint64_t due = tick == UINT64_MAX ? UINT64_MAX : tw__ns_of_tick(s, tick);
     if (manual) {
         /* Seq_cst: as above; lower only (a producer may have lowered it

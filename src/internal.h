@@ -1151,7 +1151,37 @@ struct tw_service {
     _Atomic int32_t run_seq;   /* futex word: bumped after a run ends */
 
     tw_stripe stripe[TW_STRIPES];
+
+    /* Deferred placement (defer.c): a log per owned stripe, made on first
+     * use by the stripe's owner. */
+    _Atomic(struct tw_defer_log *) defer[TW_OWNED_STRIPES];
+    bool defer_short;          /* the cursor's: its last drain lacked memory */
 };
+
+/* ---- defer.c ------------------------------------------------------------ */
+
+/* Deferred placement: a producer's log of entries the cursor places
+ * (defer.c has the protocol). */
+#define TW_DEFER_LOG   8192u /* entries a log holds (a power of two) */
+#define TW_DEFER_AHEAD 8u    /* only timers due more ticks than this ahead */
+typedef struct tw_defer_entry {
+    _Atomic uint64_t entry; /* the slot entry to place (tag | index) */
+    _Atomic uint64_t tick;  /* its due tick */
+} tw_defer_entry;
+typedef struct tw_defer_log {
+    _Atomic uint32_t tail TW_ALIGNED; /* the owner's */
+    _Atomic uint64_t min_tick;        /* the owner's: <= every logged tick */
+    _Atomic uint32_t head TW_ALIGNED; /* the cursor's */
+    tw_defer_entry e[TW_DEFER_LOG] TW_ALIGNED;
+} tw_defer_log;
+/* Log the entry instead of placing it (false: place it now). */
+bool tw__defer_place(tw_service *s, uint64_t entry, uint64_t tick);
+/* The cursor: place the logged entries (false: out of memory, some kept). */
+bool tw__defer_drain(tw_service *s);
+/* A lower bound on the ticks logged (UINT64_MAX: none): tw_next_due, and
+ * the cursor's plan and its look after publishing it. */
+uint64_t tw__defer_next_tick(tw_service *s);
+void tw__defer_fini(tw_service *s);
 
 /* This thread's stripe. Up to TW_OWNED_STRIPES threads at a time each own
  * one (a plain load and store count, no locked instruction), handed on when

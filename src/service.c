@@ -525,6 +525,7 @@ static void service_free(tw_service *s)
 {
     tw__pool_fini(s);
     tw__wake_fd_close(s);
+    tw__defer_fini(s);
     tw__wheel_fini(&s->wheel);
     tw__records_fini(&s->rec);
     pthread_mutex_destroy(&s->drain_lock);
@@ -672,7 +673,10 @@ static int schedule_commit(tw_service *s, tw_record *rec, uint32_t idx, uint64_t
     /* The record's current tag: a reschedule on the handle (already in
      * *out) may have bumped seq, then this entry is superseded at once. */
     uint64_t entry = tw__entry(tw__rec_tag(rec, st), idx);
-    if (tw__place(s, entry, tw__tick_of(s, deadline)) != TW_OK)
+    uint64_t tick = tw__tick_of(s, deadline);
+    if (tw__defer_place(s, entry, tick))
+        return TW_OK; /* the cursor places it (defer.c) */
+    if (tw__place(s, entry, tick) != TW_OK)
         return take_back(s, rec, idx, st) ? TW_ENOMEM : TW_OK;
     return TW_OK;
 }

@@ -176,6 +176,38 @@ static inline tw_service *t_default(void)
     return t_service(T_MS, 256, 16);
 }
 
+/* Real time, for the tests of MONOTONIC services: a service with that
+ * many workers and tick, CLOCK_MONOTONIC now, and what has fired. */
+static inline tw_service *t_monotonic(uint32_t workers, uint64_t tick_ns)
+{
+    tw_config cfg;
+    tw_config_init(&cfg);
+    cfg.clock = TW_CLOCK_MONOTONIC;
+    cfg.workers = workers;
+    cfg.tick_ns = tick_ns;
+    return t_service_cfg(&cfg);
+}
+
+static inline uint64_t t_mono_ns(void)
+{
+    return tw__clock_monotonic();
+}
+
+static inline uint64_t t_fired(tw_service *s)
+{
+    tw_stats st;
+    tw_stats_get(s, &st);
+    return st.fired;
+}
+
+/* A cmocka setup that clears what callbacks reported. */
+static inline int t_setup(void **state)
+{
+    (void)state;
+    t_reset_cb_errors();
+    return 0;
+}
+
 static inline uint64_t t_sat_add(uint64_t a, uint64_t b)
 {
     return a > UINT64_MAX - b ? UINT64_MAX : a + b;

@@ -139,7 +139,10 @@ pass np     "no non-progress cycle (lock-free loops)" "-l" "-O2 -DNP -DCOLLAPSE"
     -DGIVEBACK_COUNT_LOOKS
 pass reuse  "fresh segments after detaches, compaction" "" "$C" \
     -DLEVELS=2 -DNO_SECOND -DCOMPACT -DMAXT=2 -DDMAX=2 -DNDETACH=2
-pass base   "2 producers, 1 level, capacity 1"        "" "$C" -DMAXT=1 -DDMAX=2 -DRESERVE_ONE_STEP
+# base with -DDEFER: every producer may log its timer or place it itself,
+# so this search holds every interleaving of the run without logs as well
+pass base   "2 producers, 1 level, capacity 1, deferred placement" "" "$C" -DMAXT=1 -DDMAX=2 \
+    -DRESERVE_ONE_STEP -DDEFER
 pass three  "3 producers on one wheel (overflow)"     "" "$C" -DNPROD=3 -DNO_SECOND -DMAXT=1 -DDMAX=1 \
     -DRESERVE_ONE_STEP
 pass cap2   "2 producers, capacity 2"                 "" "$C" -DCAP=2 -DMAXT=1 -DDMAX=1
@@ -153,13 +156,20 @@ fi
 
 # Every rare path can be taken in the model.
 names=(tombstoned newer late_slot cancel_lost lease_met resched_firing overflow compacted
-       stale_dropped detached_publish gave_back give_back_kept)
+       stale_dropped detached_publish gave_back give_back_kept log_placed log_dropped)
 for n in 1 2 3 4 5 6 7 8 9 10 11 12; do
     fail "reach$n" "rare path ${names[$((n - 1))]} reached" "assertion violated ($n!=$n)" \
         -DLEVELS=2 -DCOMPACT -DMAXT=1 -DDMAX=2 -DREACH=$n
 done
 
+for n in 13 14; do # deferred placement's (one level is enough)
+    fail "reach$n" "rare path ${names[$((n - 1))]} reached" "assertion violated ($n!=$n)" \
+        -DDEFER -DMAXT=1 -DDMAX=2 -DREACH=$n
+done
+
 # The broken variants: the checks must catch each.
+fail no_margin "BROKEN_DEFER_NO_MARGIN (a timer logged for the next tick misses its step)" \
+    "logfresh" -DDEFER -DMAXT=1 -DDMAX=1 -DBROKEN_DEFER_NO_MARGIN
 fail no_tombstone "BROKEN_NO_TOMBSTONE (late publish lands a rotation late)" "" \
     -DMAXT=1 -DDMAX=1 -DBROKEN_NO_TOMBSTONE
 fail no_version "BROKEN_NO_VERSION (claim on a stale deadline fires early)" "dl[ti]<=T" \

@@ -55,7 +55,15 @@
  *     the version bump on release, taking back a claimed timer);
  *   - running a claimed timer (tw__run_timer / claim_run: FIRING ->
  *     RUNNING, then finish_oneshot), as MANUAL / workers = 0 do, on the
- *     drainer after its step.
+ *     drainer after its step;
+ *   - deferred placement (-DDEFER; src/defer.c): an arming whose tick is
+ *     past the margin (here k > cur + 1, TW_DEFER_AHEAD in C) may append
+ *     its entry to its producer's log instead of placing it (or place it
+ *     itself: a full log), in a step of its own after its look at cur, as
+ *     in C; the drainer, before each step, looks at each logged entry
+ *     (entry_current: PENDING, tag current) and drops it or places it
+ *     (tw__defer_drain). Cancels and reschedules race the log as they race
+ *     the slots. A log entry counts as an entry for properties 5 and 7.
  * How it steps: see "how the model steps" below (one atomic step per
  * access to shared state).
  * Not modelled: occupancy bits and sleeping (they only decide when the
@@ -74,7 +82,12 @@
  * loaded and detached alike), running out of memory, and the bound on
  * detached memory waiting (here: NDETACH detaches per run, then drains
  * keep the segments, as the C code's do while too much memory waits, or
- * within the budget; a give-back's detach counts among the NDETACH).
+ * within the budget; a give-back's detach counts among the NDETACH);
+ * with -DDEFER, the pokes that wake the cursor for a logged timer (the
+ * occupancy bits' pairing; tests/test_defer.c), the logs' bound for
+ * tw_next_due, their ring indexes (one entry per producer here) and the
+ * drain's early claims (tw__wheel_claim_early drains the logs at each of
+ * its looks for earlier work).
  *
  * Properties, checked on every interleaving:
  *   1. none fired twice                    assert in the run step
@@ -100,6 +113,9 @@
  *      the segment of every position it takes; a publish that succeeds at
  *      an overflow position writes the slot's current segment, never a
  *      detached one (asserts in reserve_cas, take_one, publish).
+ *  10. (-DDEFER) the margin: an entry logged with no stall between its
+ *      producer's look at cur and its append is in the wheel before a
+ *      step reaches its tick (asserted when each step begins).
  * Every rare path (RARE(n) below) is reachable: run.sh compiles the model
  * with -DREACH=n for each and requires the assertion to be hit.
  *
@@ -109,6 +125,10 @@
  *                          publish succeeds into the reopened slot and
  *                          waits there a whole rotation (property 5 fails
  *                          first; 4 or 6 follow);
+ *   -DBROKEN_DEFER_NO_MARGIN  (with -DDEFER) a timer due at the next tick
+ *                          may be logged: appended after the drain that
+ *                          precedes that tick's step, it is not in the
+ *                          wheel when the step comes (property 10);
  *   -DBROKEN_NO_VERSION    releasing a lease does not bump the version, so
  *                          the drain's claim CAS succeeds on a deadline it
  *                          read before a reschedule moved it (property 2);
@@ -278,6 +298,14 @@ byte snapver[NT];
 byte ndone;                 /* producers finished */
 byte ncompact;              /* compactions so far (-DCOMPACT) */
 byte ngive;                 /* give-backs so far (NGIVEBACK) */
+#ifdef DEFER
+/* deferred placement (defer.c): producer i's log holds timer i's entry */
+short logv[NT];             /* tw_defer_entry.entry (0: none) */
+byte logk[NT];              /* tw_defer_entry.tick */
+bit  inlog[NT];             /* ghost: the entry waits in the log */
+bit  logfresh[NT];          /* ghost: appended with cur as its producer read
+                               it (no stall between its look and its append) */
+#endif
 
 /* Rare paths: RARE(n) is a no-op, unless the model is compiled with
  * -DREACH=n: then reaching path n is an assertion violation, which is how
@@ -297,6 +325,8 @@ byte ngive;                 /* give-backs so far (NGIVEBACK) */
 #define R_STALE_DROPPED   9   /* a drain dropped a superseded entry */
 #define R_DETACHED_PUBLISH 10 /* a publish into a detached segment failed */
 #define R_GAVE_BACK       11  /* a give-back detached a slot's segment */
+#define R_LOG_PLACED      13  /* -DDEFER: the drain of a log placed an entry */
+#define R_LOG_DROPPED     14  /* -DDEFER: the drain of a log dropped a stale one */
 #define R_GIVE_BACK_KEPT  12  /* a give-back's close found a reservation made
                                  after its look: the word went back as it was */
 
@@ -382,7 +412,10 @@ inline publish(si, pos, round, epoch, g, i, tag, k, own)
             ent[EIX(si, g, pos)] = MKVAL(i, tag);
             nent[i]++;
             if
-            :: own -> busy[i] = 0           /* the arming call's placement is done */
+            :: (own) == 1 -> busy[i] = 0    /* the arming call's placement is done */
+#ifdef DEFER
+            :: (own) == 2 -> inlog[i] = 0   /* the cursor placed a logged entry */
+#endif
             :: else -> skip
             fi;
             RESET_PLACE;
@@ -651,7 +684,13 @@ inline count_current(g)
         fi;
         gp++
     :: else -> gp = 0; break
-    od
+    od;
+#ifdef DEFER
+    if
+    :: inlog[g] && V_TAG(logv[g]) == rseq[g] -> gn++
+    :: else -> skip
+    fi
+#endif
 }
 
 /* tw__wheel_step (wheel.c), first part: publish cur = T (release); the
@@ -668,6 +707,11 @@ inline step_begin()
          * lost (property 5), none is copied (property 7) */
         count_current(gi);
         assert(!snap[gi] || gn == 1);
+#ifdef DEFER
+        /* property 10: an entry logged without a stall is in the wheel
+         * before a step reaches its tick (TW_DEFER_AHEAD's margin) */
+        assert(!(inlog[gi] && logfresh[gi] && logk[gi] <= T));
+#endif
         gn = 0;
         snapver[gi] = nmove[gi];
         gi++
@@ -993,6 +1037,41 @@ inline give_back()
     od
 }
 
+#ifdef DEFER
+/* tw__defer_drain (defer.c), at the top of the cursor's loop, before it
+ * steps: for each log, load the entry (acquire of the tail), look at the
+ * record (entry_current: PENDING and the entry's tag current), drop it or
+ * place it (tw__place), then advance the head. */
+inline drain_logs()
+{
+    gi = 0;
+    do
+    :: gi < NT ->
+        atomic {
+            ti = gi;
+            if
+            :: inlog[ti] && ST(rst[ti]) == PENDING && V_TAG(logv[ti]) == rseq[ti] ->
+                RARE(R_LOG_PLACED);
+                ttag = V_TAG(logv[ti]);
+                tdd = logk[ti]
+            :: inlog[ti] && !(ST(rst[ti]) == PENDING && V_TAG(logv[ti]) == rseq[ti]) ->
+                RARE(R_LOG_DROPPED);
+                inlog[ti] = 0;              /* stale: dropped, never placed */
+                logv[ti] = 0;
+                ti = NT
+            :: !inlog[ti] -> ti = NT
+            fi
+        }
+        if
+        :: ti < NT -> place(ti, ttag, tdd, 2); atomic { logv[ti] = 0 }
+        :: else -> skip
+        fi;
+        atomic { ti = 0; ttag = 0; tdd = 0; gi++ }
+    :: else -> gi = 0; break
+    od
+}
+#endif
+
 #define PLACE_LOCALS \
     byte pl, pe, psi, pround, pw, prc, pj, pg, pq
 
@@ -1011,8 +1090,14 @@ proctype drainer()
     byte tdd;
 
     do
+#ifdef DEFER
+    :: cur < MAXT -> drain_logs();
+       atomic { T = cur + 1; step_begin() }
+       step_rest()
+#else
     :: atomic { cur < MAXT -> T = cur + 1; step_begin() }
        step_rest()
+#endif
 #ifdef COMPACT
     :: compact()
 #endif
@@ -1027,7 +1112,13 @@ proctype drainer()
     od;
     /* the harness: once the producers are done, one step over every
      * remaining deadline (a tw_advance jump) */
+#ifdef DEFER
+    ndone == NPROD;
+    drain_logs();
+    atomic { T = KMAX; step_begin() }
+#else
     atomic { ndone == NPROD -> T = KMAX; step_begin() }
+#endif
     step_rest();
     /* property 6: no timer lost, none both fired and cancelled, all FREE */
     atomic {
@@ -1057,9 +1148,38 @@ inline schedule(i)
         /* tw__place: its load of cur is in this step too (nobody can see
          * the timer before it has an entry, so nothing is lost) */
         rtag = rseq[i];                 /* schedule_commit: the entry's tag */
+#ifdef DEFER
+        /* tw__defer_place: a timer due after the margin may be logged (or
+         * placed: a full log, a thread without one) */
+        if
+#ifdef BROKEN_DEFER_NO_MARGIN
+        :: k > cur -> rlog = true; rcur = cur
+#else
+        :: k > cur + 1 -> rlog = true; rcur = cur
+#endif
+        :: true -> aim(k)
+        fi
+#else
         aim(k)
+#endif
     }
+#ifdef DEFER
+    if
+    :: rlog ->
+        atomic {                        /* the append: entry, then the tail (release) */
+            logv[i] = MKVAL(i, rtag);
+            logk[i] = k;
+            inlog[i] = 1;
+            logfresh[i] = (cur == rcur);
+            busy[i] = 0;                /* the call returns: the cursor places it */
+            rlog = false;
+            rcur = 0
+        }
+    :: else -> place_aimed(i, rtag, k, true)
+    fi;
+#else
     place_aimed(i, rtag, k, true);
+#endif
     rtag = 0
 }
 
@@ -1147,6 +1267,10 @@ proctype producer(byte me)
     PLACE_LOCALS;
     byte k, rtag;
     bool rtook, rplace;
+#ifdef DEFER
+    bool rlog;
+    byte rcur;
+#endif
 
     schedule(me);
 #ifndef NO_SECOND

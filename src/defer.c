@@ -1,0 +1,229 @@
+/*
+ * defer.c: deferred placement. A MONOTONIC service's producer thread that
+ * arms a timer due a while from now writes its entry into a log of its
+ * own instead of placing it in the wheel; the cursor drains the logs and
+ * places what is still current. Netty's HashedWheelTimer has the same
+ * shape (a queue of new timeouts that its worker moves into the wheel
+ * each tick).
+ *
+ * Why. A placement is most of an arming's cost: the aim, a slot header that
+ * is a cache miss more often than not, the reserve and publish CASes, the
+ * occupancy bit, the wake-up check (perf, WL1 P=1, 2026-11-28: 37% of the
+ * producer's time). An append to a log the thread owns is two stores and
+ * a release. The placement moves to the cursor's core, and a timer
+ * cancelled before the cursor comes by (a retransmission timer, a request
+ * timeout: the common case) is never placed at all: the cursor drops its
+ * entry as it drops any stale one.
+ *
+ * Owns: one log per owned counter stripe (service.c: a thread owns a
+ * stripe until it exits, the next owner takes it over with an acquire), made
+ * on the owner's first deferred arming: TW_DEFER_LOG entries of (entry,
+ * tick), a tail the owner writes, a head the cursor writes, and min_tick,
+ * a lower bound on the ticks of the entries in [head, tail) (owner only).
+ *
+ * Invariants:
+ *   - only entries due more than TW_DEFER_AHEAD ticks after the cursor as
+ *     the producer read it are logged. The cursor drains on every pass of
+ *     its loop (cursor.c): after a step has handed its timers over, or
+ *     before the step when a logged timer may be due by its target (a
+ *     cursor that fell that far behind); and in an early claim's looks for
+ *     earlier work (wheel.c). It looks ahead at most two ticks, so an
+ *     entry is in the wheel before its tick's step unless its producer
+ *     stalled for most of TW_DEFER_AHEAD ticks between its read of the
+ *     cursor and its append; then it is placed at the next tick, late like
+ *     a placement stalled as long, never early;
+ *   - an entry is a placement as any other (its tag names the record's
+ *     placement): cancelled, superseded or reused records make it stale,
+ *     and the drain drops a stale entry without placing it;
+ *   - the cursor does not sleep past a logged timer: it plans its wake-up
+ *     no later than TW_DEFER_AHEAD ticks before the logs' bound
+ *     (tw__defer_next_tick), and an append lowers that plan
+ *     (tw__cursor_poke) when its timer is due before it; an append that
+ *     fills half of the log wakes it at once. The pairing is the occupancy
+ *     bits' one (cursor.c, top): the producer publishes its tail, then
+ *     (seq_cst fence) reads wake_tick; the cursor publishes wake_tick
+ *     (seq_cst), then reads every tail (seq_cst) again. One sees the
+ *     other. A thread that arms a trickle of timers thus wakes the cursor
+ *     about once per TW_DEFER_AHEAD ticks' worth of them, not once each;
+ *   - tw_next_due answers no later than a logged timer: min_tick is written
+ *     before the tail that publishes the entry, and the drain advances the
+ *     head only after it has placed what it took (release), so a reader
+ *     that finds a log empty finds its entries in the wheel;
+ *   - memory: at most TW_OWNED_STRIPES logs of TW_DEFER_LOG entries a
+ *     service (16 x 128 KiB), whatever the load, freed with the service. A
+ *     full log is not waited for: the producer places the timer itself.
+ *
+ * Out of memory at the drain (a slot's next segment) keeps the entry in the
+ * log for the next pass: the timer is late while memory is short, never
+ * lost. The arming call had already answered TW_OK; a timer within
+ * TW_DEFER_AHEAD ticks, or on a thread without a log, is placed by the
+ * call and can still answer TW_ENOMEM.
+ *
+ * MANUAL services never defer: tw_advance's step and tw_next_due's exact
+ * answer for an event loop stay as they were.
+ */
+#include "internal.h"
+
+#include <stdlib.h>
+
+/* The log of the calling thread's owned stripe, made on first use; NULL
+ * when the thread owns no stripe or there is no memory for it. */
+static tw_defer_log *my_log(tw_service *s)
+{
+    if (!tw__stripe_owned)
+        return NULL;
+    _Atomic(tw_defer_log *) *slot = &s->defer[tw__stripe_mine];
+    /* Relaxed: only the stripe's owner stores it, and the owners of one
+     * stripe are ordered by the stripe's hand-over (service.c). */
+    tw_defer_log *d = atomic_load_explicit(slot, memory_order_relaxed);
+    if (__builtin_expect(d != NULL, 1))
+        return d;
+    d = aligned_alloc(TW_CACHELINE, sizeof *d);
+    if (!d)
+        return NULL;
+    /* The entries are written before the tail that publishes them: left
+     * as they are, their pages cost memory only once the log reaches them. */
+    atomic_init(&d->tail, 0);
+    atomic_init(&d->head, 0);
+    atomic_init(&d->min_tick, UINT64_MAX);
+    /* Release: the drainer's acquire load sees the log initialised. */
+    atomic_store_explicit(slot, d, memory_order_release);
+    return d;
+}
+
+bool tw__defer_place(tw_service *s, uint64_t entry, uint64_t tick)
+{
+    if (s->cfg.clock != TW_CLOCK_MONOTONIC)
+        return false;
+    /* Relaxed: a stale cursor only makes the test stricter than it needs
+     * to be; being late is what TW_DEFER_AHEAD's margin covers. */
+    uint64_t cur = atomic_load_explicit(&s->wheel.cur, memory_order_relaxed);
+    if (tick <= cur + TW_DEFER_AHEAD)
+        return false;
+    tw_defer_log *d = my_log(s);
+    if (!d)
+        return false;
+    /* Relaxed: we are the tail's only writer. */
+    uint32_t t = atomic_load_explicit(&d->tail, memory_order_relaxed);
+    /* Acquire: the drainer is done with the entries below the head. */
+    uint32_t h = atomic_load_explicit(&d->head, memory_order_acquire);
+    if (t - h >= TW_DEFER_LOG)
+        return false; /* full: place it ourselves */
+    tw_defer_entry *e = &d->e[t % TW_DEFER_LOG];
+    /* Relaxed: published by the release store of the tail. */
+    atomic_store_explicit(&e->entry, entry, memory_order_relaxed);
+    atomic_store_explicit(&e->tick, tick, memory_order_relaxed);
+    /* Relaxed: we are its only writer. Release: a tw_next_due that reads
+     * the new bound after the head of an emptied log sees the placements
+     * that emptied it (see the top). */
+    uint64_t min = h == t ? UINT64_MAX : atomic_load_explicit(&d->min_tick, memory_order_relaxed);
+    if (tick < min)
+        atomic_store_explicit(&d->min_tick, tick, memory_order_release);
+    /* Release: the entry (and min_tick) before the drainer's acquire. */
+    atomic_store_explicit(&d->tail, t + 1, memory_order_release);
+    /* Seq_cst fence: our tail before the poke's look at wake_tick, against
+     * the cursor's wake_tick before its look at the tails (see the top). */
+    atomic_thread_fence(memory_order_seq_cst);
+    if (t + 1 - h == TW_DEFER_LOG / 2)
+        tw__cursor_poke(s, cur + 1); /* half full: drain it now */
+    else
+        tw__cursor_poke(s, tick - TW_DEFER_AHEAD);
+    return true;
+}
+
+/* The record's entry v is still its current placement. */
+static bool entry_current(tw_service *s, uint64_t v)
+{
+    tw_record *rec = tw__rec(&s->rec, (uint32_t)v);
+    if (!rec)
+        return false;
+    /* Acquire: the record as its arming (or last lease release) left it,
+     * and with it the seq tw__rec_tag reads. */
+    uint64_t st = atomic_load_explicit(&rec->state, memory_order_acquire);
+    return tw__st(st) == TW_ST_PENDING && tw__entry_tag(v) == tw__rec_tag(rec, st);
+}
+
+/* How far ahead the drain fetches the records it will look at: each is
+ * in the cache of the core that armed it. */
+#define DRAIN_AHEAD 8
+
+static void prefetch_entry_record(tw_service *s, const tw_defer_log *d, uint32_t k)
+{
+    /* Relaxed: published by the tail we acquired (k is below it). */
+    uint64_t v = atomic_load_explicit(&((tw_defer_log *)d)->e[k % TW_DEFER_LOG].entry,
+                                      memory_order_relaxed);
+    tw_record *rec = tw__rec(&s->rec, (uint32_t)v);
+    if (rec)
+        __builtin_prefetch(rec, 0, 3);
+}
+
+/* Place the current entries of d; false if out of memory stopped it. */
+static bool drain_log(tw_service *s, tw_defer_log *d)
+{
+    /* Relaxed: we are the head's only writer. */
+    uint32_t h = atomic_load_explicit(&d->head, memory_order_relaxed);
+    /* Acquire: the entries below the tail, as the owner wrote them. */
+    uint32_t t = atomic_load_explicit(&d->tail, memory_order_acquire);
+    bool ok = true;
+    uint32_t k;
+    for (k = h; k != t; k++) {
+        if (t - k > DRAIN_AHEAD)
+            prefetch_entry_record(s, d, k + DRAIN_AHEAD);
+        tw_defer_entry *e = &d->e[k % TW_DEFER_LOG];
+        /* Relaxed: as above. */
+        uint64_t v = atomic_load_explicit(&e->entry, memory_order_relaxed);
+        if (!entry_current(s, v))
+            continue; /* cancelled, fired, reused or moved: nothing to place */
+        if (tw__place(s, v, atomic_load_explicit(&e->tick, memory_order_relaxed)) != TW_OK) {
+            ok = false; /* no memory: keep it and the rest for the next pass */
+            break;
+        }
+    }
+    /* Release: what we placed, before the owner reuses the room and before
+     * a tw_next_due that reads this head looks at the wheel. */
+    atomic_store_explicit(&d->head, k, memory_order_release);
+    return ok;
+}
+
+bool tw__defer_drain(tw_service *s)
+{
+    bool ok = true;
+    for (uint32_t i = 0; i < TW_OWNED_STRIPES; i++) {
+        /* Acquire: the log as its owner initialised it. */
+        tw_defer_log *d = atomic_load_explicit(&s->defer[i], memory_order_acquire);
+        if (d && !drain_log(s, d))
+            ok = false;
+    }
+    return ok;
+}
+
+uint64_t tw__defer_next_tick(tw_service *s)
+{
+    uint64_t best = UINT64_MAX;
+    for (uint32_t i = 0; i < TW_OWNED_STRIPES; i++) {
+        /* Acquire: as in tw__defer_drain. */
+        tw_defer_log *d = atomic_load_explicit(&s->defer[i], memory_order_acquire);
+        if (!d)
+            continue;
+        /* Acquire: the head after the placements it covers (tw_next_due).
+         * Seq_cst: the tail after the entries and the bound written before
+         * it, and the cursor's look after it published its plan (see the
+         * top). Acquire: the bound after the head the owner read when it
+         * reset it. */
+        uint32_t h = atomic_load_explicit(&d->head, memory_order_acquire);
+        uint32_t t = atomic_load_explicit(&d->tail, memory_order_seq_cst);
+        uint64_t min = atomic_load_explicit(&d->min_tick, memory_order_acquire);
+        if (h != t && min < best)
+            best = min;
+    }
+    return best;
+}
+
+void tw__defer_fini(tw_service *s)
+{
+    for (uint32_t i = 0; i < TW_OWNED_STRIPES; i++) {
+        /* Relaxed: every thread that used the service is done with it. */
+        free(atomic_load_explicit(&s->defer[i], memory_order_relaxed));
+        atomic_store_explicit(&s->defer[i], NULL, memory_order_relaxed);
+    }
+}
