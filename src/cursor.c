@@ -226,7 +226,7 @@ static void prefault_step(tw_service *s)
  * are logged only further ahead than that, so this is after cur. */
 static uint64_t plan_for_logs(tw_service *s, uint64_t w)
 {
-    uint64_t logged = tw__defer_next_tick(s);
+    uint64_t logged = tw__defer_bound(s);
     if (logged == UINT64_MAX)
         return w;
     return logged - TW_DEFER_AHEAD < w ? logged - TW_DEFER_AHEAD : w;
@@ -246,7 +246,6 @@ static void cursor_sleep(tw_service *s, uint64_t cur, uint64_t now)
     uint64_t w = tw__wheel_next_work(s);
     if (s->defer_short)
         w = cur + 1; /* a logged timer found no memory: try again next tick */
-    w = plan_for_logs(s, w);
     if (w <= cur + 1) {
         tw__clock_sleep_until_service(s, tick_start(s, cur + 1));
         return;
@@ -259,6 +258,13 @@ static void cursor_sleep(tw_service *s, uint64_t cur, uint64_t now)
             return; /* the loop plans again */
         }
         w -= lead; /* wake up in time to claim it */
+    }
+    /* The logs after the wheel's plan, so that timers logged for a large
+     * slot's tick do not put off its early claim until too late. */
+    w = plan_for_logs(s, w);
+    if (w <= cur + 1) {
+        tw__clock_sleep_until_service(s, tick_start(s, cur + 1));
+        return;
     }
     if (tw__seg_poll(s)) {
         /* Detached segments wait for grace steps (segments.c): look again
@@ -332,7 +338,7 @@ static void *cursor_main(void *arg)
              * before a step can pass their ticks: first if one may be due
              * by the target (a cursor late by TW_DEFER_AHEAD ticks), else
              * once the due timers are handed over, which come first. */
-            if (tw__defer_next_tick(s) <= target)
+            if (tw__defer_bound(s) <= target)
                 drain_logs(s);
             tw__wheel_step(s, target);
             tw__deliver(s);

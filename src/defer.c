@@ -37,7 +37,7 @@
  *     and the drain drops a stale entry without placing it;
  *   - the cursor does not sleep past a logged timer: it plans its wake-up
  *     no later than TW_DEFER_AHEAD ticks before the logs' bound
- *     (tw__defer_next_tick), and an append lowers that plan
+ *     (min_tick, tw__defer_bound), and an append lowers that plan
  *     (tw__cursor_poke) when its timer is due before it; an append that
  *     fills half of the log wakes it at once. The pairing is the occupancy
  *     bits' one (cursor.c, top): the producer publishes its tail, then
@@ -45,10 +45,12 @@
  *     (seq_cst), then reads every tail (seq_cst) again. One sees the
  *     other. A thread that arms a trickle of timers thus wakes the cursor
  *     about once per TW_DEFER_AHEAD ticks' worth of them, not once each;
- *   - tw_next_due answers no later than a logged timer: min_tick is written
- *     before the tail that publishes the entry, and the drain advances the
- *     head only after it has placed what it took (release), so a reader
- *     that finds a log empty finds its entries in the wheel;
+ *   - tw_next_due answers no later than a logged timer, and exactly: it
+ *     reads each log's live entries between head and tail, and the drain
+ *     advances the head only after it has placed what it took (release), so
+ *     what a reader does not find in a log it finds in the wheel, which it
+ *     reads next (tw__defer_next_due has the case of an entry overwritten
+ *     under the reader);
  *   - memory: at most TW_OWNED_STRIPES logs of TW_DEFER_LOG entries a
  *     service (16 x 128 KiB), whatever the load, freed with the service. A
  *     full log is not waited for: the producer places the timer itself.
@@ -110,15 +112,17 @@ bool tw__defer_place(tw_service *s, uint64_t entry, uint64_t tick)
     if (t - h >= TW_DEFER_LOG)
         return false; /* full: place it ourselves */
     tw_defer_entry *e = &d->e[t % TW_DEFER_LOG];
-    /* Relaxed: published by the release store of the tail. */
-    atomic_store_explicit(&e->entry, entry, memory_order_relaxed);
-    atomic_store_explicit(&e->tick, tick, memory_order_relaxed);
-    /* Relaxed: we are its only writer. Release: a tw_next_due that reads
-     * the new bound after the head of an emptied log sees the placements
-     * that emptied it (see the top). */
+    /* Release (both, the tick first): for the drainer, the tail publishes
+     * them; these orders are for tw_next_due, which may read an entry as
+     * we overwrite it (tw__defer_next_due). */
+    atomic_store_explicit(&e->tick, tick, memory_order_release);
+    atomic_store_explicit(&e->entry, entry, memory_order_release);
+    /* Relaxed (load and store): we are its only writer, and the tail's
+     * release below publishes it to the cursor. A log the cursor emptied
+     * starts a new bound. */
     uint64_t min = h == t ? UINT64_MAX : atomic_load_explicit(&d->min_tick, memory_order_relaxed);
     if (tick < min)
-        atomic_store_explicit(&d->min_tick, tick, memory_order_release);
+        atomic_store_explicit(&d->min_tick, tick, memory_order_relaxed);
     /* Release: the entry (and min_tick) before the drainer's acquire. */
     atomic_store_explicit(&d->tail, t + 1, memory_order_release);
     /* Seq_cst fence: our tail before the poke's look at wake_tick, against
@@ -197,7 +201,7 @@ bool tw__defer_drain(tw_service *s)
     return ok;
 }
 
-uint64_t tw__defer_next_tick(tw_service *s)
+uint64_t tw__defer_bound(tw_service *s)
 {
     uint64_t best = UINT64_MAX;
     for (uint32_t i = 0; i < TW_OWNED_STRIPES; i++) {
@@ -205,16 +209,55 @@ uint64_t tw__defer_next_tick(tw_service *s)
         tw_defer_log *d = atomic_load_explicit(&s->defer[i], memory_order_acquire);
         if (!d)
             continue;
-        /* Acquire: the head after the placements it covers (tw_next_due).
-         * Seq_cst: the tail after the entries and the bound written before
-         * it, and the cursor's look after it published its plan (see the
-         * top). Acquire: the bound after the head the owner read when it
-         * reset it. */
-        uint32_t h = atomic_load_explicit(&d->head, memory_order_acquire);
+        /* Relaxed: the head is the cursor's own. Seq_cst: the tail, the
+         * cursor's look after it published its plan (see the top). Relaxed:
+         * the bound, ordered after the tail that published it. */
+        uint32_t h = atomic_load_explicit(&d->head, memory_order_relaxed);
         uint32_t t = atomic_load_explicit(&d->tail, memory_order_seq_cst);
-        uint64_t min = atomic_load_explicit(&d->min_tick, memory_order_acquire);
+        uint64_t min = atomic_load_explicit(&d->min_tick, memory_order_relaxed);
         if (h != t && min < best)
             best = min;
+    }
+    return best;
+}
+
+/* The earliest tick of a live entry in log d, or UINT64_MAX. An entry may
+ * be overwritten while we read it, once the drain has placed it; the owner
+ * writes the tick, then the entry (release both), and we read the entry,
+ * then the tick (acquire both). Reading a newer entry, or a newer tick,
+ * means the one it replaced was placed before, and our caller's look at
+ * the wheel, after ours, sees it; a tick we read is always a logged
+ * timer's, at or after the entry's own when the entry is the newer one. So
+ * the answer is never later than a logged timer's, and exact without such
+ * a race. */
+static uint64_t earliest_live(tw_service *s, tw_defer_log *d)
+{
+    /* Acquire: the placements below the head (see above). */
+    uint32_t h = atomic_load_explicit(&d->head, memory_order_acquire);
+    /* Acquire: the entries below the tail. */
+    uint32_t t = atomic_load_explicit(&d->tail, memory_order_acquire);
+    if (t - h > TW_DEFER_LOG)
+        h = t - TW_DEFER_LOG; /* the head moved on between our two loads */
+    uint64_t best = UINT64_MAX;
+    for (uint32_t k = h; k != t; k++) {
+        tw_defer_entry *e = &d->e[k % TW_DEFER_LOG];
+        /* Acquire, both: see above. */
+        uint64_t v = atomic_load_explicit(&e->entry, memory_order_acquire);
+        uint64_t tick = atomic_load_explicit(&e->tick, memory_order_acquire);
+        if (tick < best && entry_current(s, v))
+            best = tick;
+    }
+    return best;
+}
+
+uint64_t tw__defer_next_due(tw_service *s)
+{
+    uint64_t best = UINT64_MAX;
+    for (uint32_t i = 0; i < TW_OWNED_STRIPES; i++) {
+        /* Acquire: as in tw__defer_drain. */
+        tw_defer_log *d = atomic_load_explicit(&s->defer[i], memory_order_acquire);
+        uint64_t tick = d ? earliest_live(s, d) : UINT64_MAX;
+        best = tick < best ? tick : best;
     }
     return best;
 }

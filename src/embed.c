@@ -84,7 +84,7 @@ uint64_t tw_next_due(tw_service *s)
     }
     /* The logs first: an entry that has left its log by then is in the
      * wheel when the wheel is read (defer.c). */
-    uint64_t logged = tw__defer_next_tick(s);
+    uint64_t logged = tw__defer_next_due(s);
     uint64_t tick = tw__wheel_next_due(s);
     tick = logged < tick ? logged : tick;
     uint64_t due = tick == UINT64_MAX ? UINT64_MAX : tw__ns_of_tick(s, tick);

@@ -1178,9 +1178,12 @@ typedef struct tw_defer_log {
 bool tw__defer_place(tw_service *s, uint64_t entry, uint64_t tick);
 /* The cursor: place the logged entries (false: out of memory, some kept). */
 bool tw__defer_drain(tw_service *s);
-/* A lower bound on the ticks logged (UINT64_MAX: none): tw_next_due, and
- * the cursor's plan and its look after publishing it. */
-uint64_t tw__defer_next_tick(tw_service *s);
+/* The cursor: a lower bound on the ticks logged (UINT64_MAX: none), for
+ * its plan and its look after publishing it. */
+uint64_t tw__defer_bound(tw_service *s);
+/* tw_next_due: the earliest tick of a pending timer that is in a log
+ * (UINT64_MAX: none); read before the wheel. */
+uint64_t tw__defer_next_due(tw_service *s);
 void tw__defer_fini(tw_service *s);
 
 /* This thread's stripe. Up to TW_OWNED_STRIPES threads at a time each own

@@ -86,7 +86,8 @@ static void only_live_logged_timers_are_placed(void **state)
     tw_destroy(s);
 }
 
-/* tw_next_due answers no later than a timer that is only in a log. */
+/* tw_next_due answers no later than a timer that is only in a log, and
+ * exactly: a cancelled timer's entry in the log does not count. */
 static void next_due_sees_logged_timers(void **state)
 {
     (void)state;
@@ -97,6 +98,9 @@ static void next_due_sees_logged_timers(void **state)
     uint64_t t0 = tw_now(s);
     ASSERT_RC(tw_schedule(s, 7200 * T_S, t_noop, NULL, NULL), TW_OK);
     ASSERT_RC(tw_schedule(s, 3600 * T_S, t_noop, NULL, NULL), TW_OK);
+    tw_timer gone;
+    ASSERT_RC(tw_schedule(s, 60 * T_S, t_noop, NULL, &gone), TW_OK);
+    ASSERT_RC(tw_cancel(s, gone), TW_OK); /* its entry stays in the log, stale */
     uint64_t t1 = tw_now(s);
     uint64_t due = tw_next_due(s);
     assert_int_equal(tw__reserved_total(s), before); /* still logged */
