@@ -350,7 +350,9 @@ TW_API uint64_t tw_now(const tw_service *s);
  * reads the entries of the nearest ones only until it meets a timer due at
  * its slot's tick (at most 4096 entries a call: past that, or in a slot
  * more than wheel_slots ticks away, it answers the slot's tick, early, and
- * the tw_advance to that time clears the way). A periodic timer whose run
+ * the tw_advance to that time clears the way). On a MONOTONIC service it
+ * also reads the live entries of the logs where threads' far timers wait
+ * for the cursor (up to 8192 a thread). A periodic timer whose run
  * is in progress has no next due time until the run returns. NULL s:
  * UINT64_MAX.
  *
