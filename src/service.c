@@ -1,8 +1,9 @@
 /*
  * service.c: the public calls. Configuration and creation; schedule,
  * reschedule and cancel (lock-free: CAS on the record's state word, then a
- * placement in the wheel); tw_advance for the MANUAL clock; stop, destroy,
- * stats.
+ * placement in the wheel, or for a far timer an append to the arming
+ * thread's log, which the cursor places: defer.c); tw_advance for the
+ * MANUAL clock; stop, destroy, stats.
  *
  * State machine of a record (state word in internal.h; every arrow a CAS
  * that includes the generation, so only one of racing parties wins):
