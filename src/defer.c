@@ -189,36 +189,52 @@ static bool drain_log(tw_service *s, tw_defer_log *d)
     return ok;
 }
 
+/* Stripe i's log, or NULL if its owners never logged a timer. */
+static tw_defer_log *log_of(tw_service *s, uint32_t i)
+{
+    /* Acquire: the log as its owner initialised it. */
+    return atomic_load_explicit(&s->defer[i], memory_order_acquire);
+}
+
+/* The least of f over the logs there are (UINT64_MAX: none). */
+static uint64_t least_over_logs(tw_service *s, uint64_t (*f)(tw_service *, tw_defer_log *))
+{
+    uint64_t best = UINT64_MAX;
+    for (uint32_t i = 0; i < TW_OWNED_STRIPES; i++) {
+        tw_defer_log *d = log_of(s, i);
+        uint64_t v = d ? f(s, d) : UINT64_MAX;
+        best = v < best ? v : best;
+    }
+    return best;
+}
+
 bool tw__defer_drain(tw_service *s)
 {
     bool ok = true;
     for (uint32_t i = 0; i < TW_OWNED_STRIPES; i++) {
-        /* Acquire: the log as its owner initialised it. */
-        tw_defer_log *d = atomic_load_explicit(&s->defer[i], memory_order_acquire);
+        tw_defer_log *d = log_of(s, i);
         if (d && !drain_log(s, d))
             ok = false;
     }
     return ok;
 }
 
+/* The cursor's bound on log d: min_tick while d holds entries. */
+static uint64_t log_bound(tw_service *s, tw_defer_log *d)
+{
+    (void)s;
+    /* Relaxed: the head is the cursor's own. Seq_cst: the tail, the
+     * cursor's look after it published its plan (see the top). Relaxed:
+     * the bound, ordered after the tail that published it. */
+    uint32_t h = atomic_load_explicit(&d->head, memory_order_relaxed);
+    uint32_t t = atomic_load_explicit(&d->tail, memory_order_seq_cst);
+    uint64_t min = atomic_load_explicit(&d->min_tick, memory_order_relaxed);
+    return h != t ? min : UINT64_MAX;
+}
+
 uint64_t tw__defer_bound(tw_service *s)
 {
-    uint64_t best = UINT64_MAX;
-    for (uint32_t i = 0; i < TW_OWNED_STRIPES; i++) {
-        /* Acquire: as in tw__defer_drain. */
-        tw_defer_log *d = atomic_load_explicit(&s->defer[i], memory_order_acquire);
-        if (!d)
-            continue;
-        /* Relaxed: the head is the cursor's own. Seq_cst: the tail, the
-         * cursor's look after it published its plan (see the top). Relaxed:
-         * the bound, ordered after the tail that published it. */
-        uint32_t h = atomic_load_explicit(&d->head, memory_order_relaxed);
-        uint32_t t = atomic_load_explicit(&d->tail, memory_order_seq_cst);
-        uint64_t min = atomic_load_explicit(&d->min_tick, memory_order_relaxed);
-        if (h != t && min < best)
-            best = min;
-    }
-    return best;
+    return least_over_logs(s, log_bound);
 }
 
 /* The earliest tick of a live entry in log d, or UINT64_MAX. An entry may
@@ -252,14 +268,7 @@ static uint64_t earliest_live(tw_service *s, tw_defer_log *d)
 
 uint64_t tw__defer_next_due(tw_service *s)
 {
-    uint64_t best = UINT64_MAX;
-    for (uint32_t i = 0; i < TW_OWNED_STRIPES; i++) {
-        /* Acquire: as in tw__defer_drain. */
-        tw_defer_log *d = atomic_load_explicit(&s->defer[i], memory_order_acquire);
-        uint64_t tick = d ? earliest_live(s, d) : UINT64_MAX;
-        best = tick < best ? tick : best;
-    }
-    return best;
+    return least_over_logs(s, earliest_live);
 }
 
 void tw__defer_fini(tw_service *s)
