@@ -604,7 +604,8 @@ int  tw__slot_reserve_any(tw_slot *sl, tw_seg_guard *g, uint32_t cap, uint32_t *
  * (the entry the reservation returned: never looked up again, as the
  * drain may have detached its segment since); false if the drainer
  * tombstoned it first (then place the timer again). */
-bool tw__slot_publish(_Atomic uint64_t *entry, uint64_t round, uint64_t value);
+bool tw__slot_publish(_Atomic uint64_t *entry, uint32_t cap, uint32_t pos, uint64_t round,
+                      uint64_t value);
 typedef struct tw_vec {
     uint64_t *v;
     size_t n, cap;

@@ -332,21 +332,40 @@ int tw__slot_reserve_any(tw_slot *sl, tw_seg_guard *g, uint32_t cap, uint32_t *p
     }
 }
 
-bool tw__slot_publish(_Atomic uint64_t *e, uint64_t round, uint64_t value)
+/* What position pos most likely holds when its reserver publishes in
+ * round `round`: an overflow segment serves one round (the drain detaches
+ * it) and is made zeroed, EMPTY(0); an entry of the fixed array was reset
+ * by the last take to EMPTY(the round after it), ours, if it was reserved
+ * in the round before. A wrong guess costs one more CAS, never a wrong
+ * answer: the CAS checks it. */
+static uint64_t expected_empty(uint32_t cap, uint32_t pos, uint64_t round)
+{
+    return pos < cap ? round & EMPTY_KEY_MASK : 0;
+}
+
+bool tw__slot_publish(_Atomic uint64_t *e, uint32_t cap, uint32_t pos, uint64_t round,
+                      uint64_t value)
 {
     TW_INJECT(TW_INJ_RESERVE_PUBLISH);
-    /* Relaxed: only a guess for the CAS, which checks it. */
-    uint64_t cur = atomic_load_explicit(e, memory_order_relaxed);
+    /* A guess, not a load, for the first CAS: on a page nobody has touched
+     * yet (a new segment's), a load maps the shared zero page, and the
+     * CAS's write then copies it and shoots the old mapping out of every
+     * core's TLB: an IPI to each core the process runs on, which a VM
+     * pays in exits on both sides (perf, WL2 at 1M, 2026-11-28: 3-7% of
+     * the samples, in do_wp_page, most of it waiting for the IPI). A
+     * CAS's first touch is a write fault, which maps a page of our own. */
+    uint64_t cur = expected_empty(cap, pos, round);
     for (;;) {
-        if ((cur & TW_ENTRY_VALUE) || (cur & EMPTY_KEY_MASK) > round)
-            return false; /* tombstoned, or a later round's */
         /* Release: the drainer's exchange (acq_rel) then sees the record
          * as we armed it. Seq_cst: as the reservation, for tw_next_due's
-         * look at the entry (embed.c); the same locked instruction. */
+         * look at the entry (embed.c); the same locked instruction.
+         * Relaxed on failure: cur is only looked at, below. */
         if (atomic_compare_exchange_weak_explicit(e, &cur, value,
                                                   memory_order_seq_cst,
                                                   memory_order_relaxed))
             return true;
+        if ((cur & TW_ENTRY_VALUE) || (cur & EMPTY_KEY_MASK) > round)
+            return false; /* tombstoned, or a later round's */
     }
 }
 

@@ -365,7 +365,7 @@ static int place_late(tw_service *s, tw_seg_guard *g, uint64_t value)
         if (rc != TW_SLOT_OK)
             return rc;
         count_reserved(s);
-        if (tw__slot_publish(entry, round, value)) {
+        if (tw__slot_publish(entry, w->cap, pos, round, value)) {
             /* Seq_cst fence: our reservation (an acq_rel CAS) before the
              * poke's seq_cst look at wake_tick, against the cursor's
              * seq_cst store of wake_tick before its look at the late
@@ -441,7 +441,7 @@ static int place_once(tw_service *s, tw_seg_guard *g, uint64_t value, uint64_t k
         tw__count_rare(s, TW_RARE_RAN_AWAY);
         return 1; /* left unpublished (the drain tombstones it): place again */
     }
-    if (!tw__slot_publish(entry, round, value)) {
+    if (!tw__slot_publish(entry, w->cap, pos, round, value)) {
         tw__count_rare(s, TW_RARE_TOMBSTONED);
         return 1;
     }
