@@ -245,7 +245,6 @@ typedef struct tw_records {
     uint32_t limit;                       /* max records (TW_REC_MAX) */
     uint32_t gen_base;                    /* this service's first generation */
     uint32_t prefault_done;               /* the populating thread's only */
-    bool prefault_off;                    /* the populating thread's only: no kernel support */
     /* Called by a producer that raised prefault_want; set before the first
      * producer, never changed. NULL (MANUAL clock): nobody populates ahead. */
     void (*on_grow)(struct tw_records *r);

@@ -109,13 +109,12 @@
  * cursor, WL2's 10M schedules ran 1.5x faster, median of 5 pairs). So as the table's high-water
  * mark crosses each TW_PREFAULT_STEP records, the producer raises
  * prefault_want to TW_PREFAULT_AHEAD records past it and wakes the cursor
- * (on_grow), which populates those pages (madvise MADV_POPULATE_WRITE:
- * no write, so no race with a producer initialising a record there) a step
- * at a time while it is idle (cursor.c). Ahead by two huge pages, so that
- * a producer does not reach the next one first. Memory populated ahead:
- * at most TW_PREFAULT_AHEAD records (5 MiB), plus the rest of a huge page. Without
- * kernel support (before Linux 5.14), or under the MANUAL clock (no
- * cursor), producers fault the pages in themselves, as before.
+ * (on_grow), which populates those pages (an atomic write of 0 over 0 on a record
+ * of each page: populate says why not madvise) a step at a time while it
+ * is idle (cursor.c). Ahead by two huge pages, so that a producer does not
+ * reach the next one first. Memory populated ahead: at most
+ * TW_PREFAULT_AHEAD records (5 MiB), plus the rest of a huge page. Under
+ * the MANUAL clock (no cursor), producers fault the pages in themselves.
  *
  * Limits: at most 2^31 - 1 records (TW_REC_MAX); a
  * generation is reused after 2^32 reuses of one record (2^31 across a
@@ -124,15 +123,11 @@
  */
 #include "internal.h"
 
-#include <errno.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23 /* Linux 5.14; older headers lack it */
-#endif
 
 #define TW_REC_SHUT   (1ull << 32) /* in `next`: no fresh index */
 #define LIST_CLOSED   (1ull << 32) /* in a list's head: no pop */
@@ -216,7 +211,6 @@ int tw__records_init(tw_records *r)
     atomic_init(&r->given_back, 0);
     r->limit = TW_REC_MAX;
     r->prefault_done = 0;
-    r->prefault_off = false;
     r->on_grow = NULL;
     r->quiet = r->stuck = 0;
     r->keep_from = TW_REC_CHUNKS;
@@ -329,17 +323,35 @@ bool tw__rec_prefault_asked(tw_records *r)
     return atomic_load_explicit(&r->prefault_want, memory_order_seq_cst) > r->prefault_done;
 }
 
-/* Fault in (writable) the whole pages inside bytes [lo, hi) of a chunk:
- * pages it shares with the heap or another mapping stay to the producer. */
-static void populate(tw_records *r, char *lo, char *hi)
+/* Fault in (writable) the pages of records [from, to) of chunk c: a
+ * compare-and-swap of 0 for 0 on the state word of the first record that starts in
+ * each page. Why a write of our own rather than madvise
+ * (MADV_POPULATE_WRITE, as before 2026-11-28): madvise holds the process's
+ * mmap lock (read) for the whole range, and zeroing a huge page took 4 ms
+ * and more when the host had to back the guest's memory first. Every
+ * mmap meanwhile (a producer's new segment, segments.c) waited for it: in
+ * WL2's slow runs at 1M, a third of the schedule phase was spent blocked
+ * in mmap (perf sched). A page fault takes only its own mapping's lock, so
+ * other mappings come and go beside it. Why an atomic write: a
+ * producer may be initialising a record there (fresh_indexes); an atomic
+ * compare-and-swap of 0 for 0 changes nothing, and is a write, so the page
+ * comes in writable (a read would map the zero page). */
+static void populate(tw_record *c, uint32_t from, uint32_t to)
 {
     uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-    uintptr_t a = ((uintptr_t)lo + page - 1) & ~(page - 1);
-    uintptr_t b = (uintptr_t)hi & ~(page - 1);
-    if (b <= a)
-        return;
-    if (madvise((void *)a, b - a, MADV_POPULATE_WRITE) != 0 && errno == EINVAL)
-        r->prefault_off = true; /* the kernel does not know the advice */
+    uintptr_t lo = (uintptr_t)&c[from], hi = (uintptr_t)&c[to];
+    for (uintptr_t p = lo; p < hi; p = (p & ~(page - 1)) + page) {
+        uint32_t i = (uint32_t)((p - (uintptr_t)c + sizeof *c - 1) / sizeof *c);
+        if (i >= to)
+            break;
+        /* Relaxed: nothing is published; the CAS only makes the page ours.
+         * A fresh page holds 0, so the CAS writes (0 again); a record in
+         * use fails it and keeps its state. Not an add of 0: compilers may
+         * turn an idempotent add into a load (clang on x86 does). */
+        uint64_t zero = 0;
+        atomic_compare_exchange_strong_explicit(&c[i].state, &zero, 0, memory_order_relaxed,
+                                                memory_order_relaxed);
+    }
 }
 
 bool tw__rec_prefault(tw_records *r)
@@ -359,11 +371,10 @@ bool tw__rec_prefault(tw_records *r)
     /* A chunk made here ahead of any producer costs address space only
      * until populated. On failure (no memory) the producers fault the
      * pages in themselves, or find no memory as they would have. */
-    if (!r->prefault_off && ensure_chunk(r, j) == TW_OK) {
+    if (ensure_chunk(r, j) == TW_OK) {
         /* Acquire: as in tw__rec (the chunk may be another thread's). */
-        char *c = (char *)atomic_load_explicit(&r->chunk[j], memory_order_acquire);
-        populate(r, c + (size_t)off * sizeof(tw_record),
-                 c + ((size_t)off + (to - from)) * sizeof(tw_record));
+        tw_record *c = atomic_load_explicit(&r->chunk[j], memory_order_acquire);
+        populate(c, off, off + (to - from));
     }
     r->prefault_done = to;
     return to < want;
