@@ -183,6 +183,7 @@ static void idle_wait(tw_service *s, int32_t seq, uint64_t w)
 #define TW_EARLY_NS_PER_ENTRY 250u
 
 uint64_t tw__early_lead_override; /* tests (test_workers.c) */
+void (*_Atomic tw__cursor_plan_hook)(tw_service *s); /* tests (internal.h) */
 
 static uint64_t early_lead(const tw_service *s, uint64_t n)
 {
@@ -238,6 +239,11 @@ static uint64_t plan_for_logs(tw_service *s, uint64_t w)
  * second read cost about as much as a short callback, 23 ns). */
 static void cursor_sleep(tw_service *s, uint64_t cur, uint64_t now)
 {
+    /* Acquire: the hook's code and data as the test set them. */
+    void (*hook)(tw_service *) = atomic_load_explicit(&tw__cursor_plan_hook,
+                                                     memory_order_acquire);
+    if (hook)
+        hook(s);
     /* Seq_cst: read the futex word before planning (see top). */
     int32_t seq = atomic_load_explicit(&s->wake_seq, memory_order_seq_cst);
     /* Before the plan, and also when a timer is due every tick: a cursor

@@ -638,6 +638,11 @@ extern uint64_t tw__trim_period_override; /* tests: 0 = TW_TRIM_PERIOD_NS */
  * services created from now on claim a large slot early (cursor.c); 0 =
  * from the slot's size. Set before tw_create, on the creating thread. */
 extern uint64_t tw__early_lead_override;
+/* Tests only (test_defer.c): called by the cursor as it starts to plan a
+ * sleep (cursor.c, cursor_sleep), before it looks at the wheel or the
+ * logs, so that a test can log a timer at that instant. NULL (the
+ * default): nothing is called. */
+extern void (*_Atomic tw__cursor_plan_hook)(tw_service *s);
 
 /* The drain in three steps, so that a large slot can be taken a chunk at
  * a time (wheel.c, bursts): close (returns the final count), take

@@ -265,6 +265,69 @@ static void an_idle_cursor_wakes_for_a_logged_timer(void **state)
     tw_destroy(s);
 }
 
+/* ---- the cursor's plan ---------------------------------------------------- */
+
+static tw_service *_Atomic g_plan_s;
+static _Atomic uint64_t g_plan_tick;
+static _Atomic int g_plan_at, g_plan_logged;
+
+/* On the cursor, as it starts to plan a sleep: the first time it does so
+ * with the burst's slot large in the wheel, hold it (bounded) until the
+ * test has logged a timer for the burst's tick. */
+static void log_while_planning(tw_service *s)
+{
+    if (s != atomic_load(&g_plan_s) || atomic_load(&g_plan_at) ||
+        tw__wheel_big_slot(s, atomic_load(&g_plan_tick)) == 0)
+        return;
+    atomic_store(&g_plan_at, 1);
+    uint64_t end = t_mono_ns() + 5 * T_S;
+    while (!atomic_load(&g_plan_logged) && t_mono_ns() < end)
+        t_sleep_ns(100 * T_US);
+}
+
+/* A large slot is claimed early, its lead before its tick, even when the
+ * cursor plans with a timer for that tick still in a log. The logs lower
+ * the plan to TW_DEFER_AHEAD ticks before their bound; lowered first, the
+ * plan hid the slot from the cursor's look for a large one, and the claim
+ * came TW_DEFER_AHEAD ticks before the tick (WL5's first callback was
+ * 20-49 ms late so, until 2fe89ab). Here the claim must start with more
+ * than half of its lead left. */
+static void an_early_claim_is_planned_before_logged_timers(void **state)
+{
+    (void)state;
+    enum { N = 20000, LEAD = 200 }; /* ticks of 1 ms; N: a large slot */
+    tw__early_lead_override = LEAD;
+    tw_service *s = t_monotonic(1, T_MS);
+    tw__early_lead_override = 0;
+    ASSERT_RC(tw_pause(s), TW_OK); /* time stands while we arm */
+    uint64_t due = tw_now(s) + 2 * LEAD * T_MS;
+    for (int i = 0; i < N; i++)
+        ASSERT_RC(tw_schedule_at(s, due, t_noop, NULL, NULL), TW_OK);
+    atomic_store(&g_plan_tick, tw__tick_of(s, due - s->origin));
+    atomic_store(&g_plan_at, 0);
+    atomic_store(&g_plan_logged, 0);
+    atomic_store(&g_plan_s, s);
+    atomic_store(&tw__cursor_plan_hook, log_while_planning);
+    ASSERT_RC(tw_resume(s), TW_OK);
+    uint64_t end = t_mono_ns() + 10 * T_S;
+    while (!atomic_load(&g_plan_at) && t_mono_ns() < end)
+        t_sleep_ns(T_MS);
+    assert_true(atomic_load(&g_plan_at)); /* the cursor plans, the burst placed */
+    ASSERT_RC(tw_schedule_at(s, due, t_noop, NULL, NULL), TW_OK);
+    assert_int_equal(tw__defer_next_due(s), atomic_load(&g_plan_tick)); /* in our log */
+    atomic_store(&g_plan_logged, 1);
+    while (tw__rare_total(s, TW_RARE_EARLY_CLAIM) == 0 && tw_now(s) < due)
+        t_sleep_ns(T_MS);
+    uint64_t now = tw_now(s);
+    atomic_store(&tw__cursor_plan_hook, NULL);
+    print_message("      the claim started %.1f ms before the tick (lead %d ms)\n",
+                  now < due ? (double)(due - now) / 1e6 : 0.0, LEAD);
+    assert_true(tw__rare_total(s, TW_RARE_EARLY_CLAIM) != 0);
+    assert_true(now < due && due - now > (uint64_t)LEAD / 2 * T_MS);
+    assert_int_equal(wait_for(s, t_fired, N + 1), N + 1);
+    tw_destroy(s);
+}
+
 /* MANUAL services never log: the call places, tw_advance finds it. */
 static void manual_services_place_at_once(void **state)
 {
@@ -287,6 +350,7 @@ int main(void)
         cmocka_unit_test_setup(stop_drops_logged_timers_once, t_setup),
         cmocka_unit_test_setup(a_threads_log_outlives_it, t_setup),
         cmocka_unit_test_setup(an_idle_cursor_wakes_for_a_logged_timer, t_setup),
+        cmocka_unit_test_setup(an_early_claim_is_planned_before_logged_timers, t_setup),
         cmocka_unit_test_setup(manual_services_place_at_once, t_setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
