@@ -222,6 +222,13 @@ static void prefault_step(tw_service *s)
     s->prefault_ns = took > kept ? took : kept;
 }
 
+/* Place what the producers logged (defer.c); remember a shortage of
+ * memory, which makes the cursor come back next tick (cursor_sleep). */
+static void drain_logs(tw_service *s, bool some)
+{
+    s->defer_short = !tw__defer_drain(s, some);
+}
+
 /* Plan w, or earlier: the drain of the logs (defer.c) must come
  * TW_DEFER_AHEAD ticks before the earliest timer they may hold. Entries
  * are logged only further ahead than that, so this is after cur. */
@@ -260,6 +267,10 @@ static void cursor_sleep(tw_service *s, uint64_t cur, uint64_t now)
     if (big) {
         uint64_t lead = early_lead(s, big);
         if (w - cur <= lead) {
+            /* The whole logs first: the claim makes its room for what the
+             * slot holds as it starts, and the loop's drains may have
+             * left a log's newest entries (defer.c), the burst's own. */
+            drain_logs(s, false);
             tw__wheel_claim_early(s, w, tick_start(s, w));
             return; /* the loop plans again */
         }
@@ -313,13 +324,6 @@ static void paused_wait(tw_service *s)
         futex_async((int32_t *)&s->wake_seq, FUTEX_WAIT, seq, NULL, NULL, 0);
 }
 
-/* Place what the producers logged (defer.c); remember a shortage of
- * memory, which makes the cursor come back next tick (cursor_sleep). */
-static void drain_logs(tw_service *s)
-{
-    s->defer_short = !tw__defer_drain(s);
-}
-
 static void *cursor_main(void *arg)
 {
     tw_service *s = arg;
@@ -341,17 +345,19 @@ static void *cursor_main(void *arg)
         uint64_t cur = atomic_load_explicit(&s->wheel.cur, memory_order_relaxed);
         if (target > cur) {
             /* Timers the producers logged (defer.c) go into the wheel
-             * before a step can pass their ticks: first if one may be due
-             * by the target (a cursor late by TW_DEFER_AHEAD ticks), else
-             * once the due timers are handed over, which come first. */
+             * before a step can pass their ticks: first, the whole logs, if
+             * one may be due by the target (a cursor late by
+             * TW_DEFER_AHEAD ticks), else once the due timers are handed
+             * over, which come first. The loop's drains may leave a log's
+             * newest entries while they are far (defer.c, drain_log). */
             if (tw__defer_bound(s) <= target)
-                drain_logs(s);
+                drain_logs(s, false);
             tw__wheel_step(s, target);
             tw__deliver(s);
-            drain_logs(s);
+            drain_logs(s, true);
             continue;
         }
-        drain_logs(s);
+        drain_logs(s, true);
         /* Caught up, with an early claim that gave the cursor back for
          * the ticks just stepped (wheel.c): it goes on first. */
         uint64_t claim_tick;

@@ -18,8 +18,11 @@
  * Owns: one log per owned counter stripe (service.c: a thread owns a
  * stripe until it exits, the next owner takes it over with an acquire), made
  * on the owner's first deferred arming: TW_DEFER_LOG entries of (entry,
- * tick), a tail the owner writes, a head the cursor writes, and min_tick,
- * a lower bound on the ticks of the entries in [head, tail) (owner only).
+ * tick), a tail the owner writes, a head the cursor writes, and a bound
+ * per page of TW_DEFER_PAGE positions, a lower bound on the ticks of the
+ * entries in the page (owner only; a page's bound starts afresh when the
+ * owner starts the page). The cursor's bound on a log is the least bound
+ * of the pages that [head, tail) touches, so it rises as pages drain.
  *
  * Invariants:
  *   - only entries due more than TW_DEFER_AHEAD ticks after the cursor as
@@ -35,11 +38,17 @@
  *   - an entry is a placement as any other (its tag names the record's
  *     placement): cancelled, superseded or reused records make it stale,
  *     and the drain drops a stale entry without placing it;
+ *   - the loop's drains leave a log's newest TW_DEFER_KEEP entries in it
+ *     while the log's bound is more than 2 TW_DEFER_AHEAD ticks past the
+ *     cursor (drain_log says why); every other drain takes the whole log.
+ *     The cursor's plan (below) brings it back by TW_DEFER_AHEAD ticks
+ *     before that bound, when the loop's drain takes the whole log;
  *   - the cursor does not sleep past a logged timer: it plans its wake-up
  *     no later than TW_DEFER_AHEAD ticks before the logs' bound
- *     (min_tick, tw__defer_bound), and an append lowers that plan
+ *     (tw__defer_bound), and an append lowers that plan
  *     (tw__cursor_poke) when its timer is due before it; an append that
- *     fills half of the log wakes it at once. The pairing is the occupancy
+ *     fills half of the log (three quarters of one whose drains leave
+ *     its newest entries) wakes it at once. The pairing is the occupancy
  *     bits' one (cursor.c, top): the producer publishes its tail, then
  *     (seq_cst fence) reads wake_tick; the cursor publishes wake_tick
  *     (seq_cst), then reads every tail (seq_cst) again. One sees the
@@ -87,7 +96,9 @@ static tw_defer_log *my_log(tw_service *s)
      * as they are, their pages cost memory only once the log reaches them. */
     atomic_init(&d->tail, 0);
     atomic_init(&d->head, 0);
-    atomic_init(&d->min_tick, UINT64_MAX);
+    atomic_init(&d->keep, false);
+    for (uint32_t i = 0; i < TW_DEFER_BOUNDS; i++)
+        atomic_init(&d->bound[i], UINT64_MAX);
     /* Release: the drainer's acquire load sees the log initialised. */
     atomic_store_explicit(slot, d, memory_order_release);
     return d;
@@ -118,18 +129,25 @@ bool tw__defer_place(tw_service *s, uint64_t entry, uint64_t tick)
     atomic_store_explicit(&e->tick, tick, memory_order_release);
     atomic_store_explicit(&e->entry, entry, memory_order_release);
     /* Relaxed (load and store): we are its only writer, and the tail's
-     * release below publishes it to the cursor. A log the cursor emptied
-     * starts a new bound. */
-    uint64_t min = h == t ? UINT64_MAX : atomic_load_explicit(&d->min_tick, memory_order_relaxed);
+     * release below publishes it to the cursor. A page starts a new bound:
+     * the one of the page TW_DEFER_BOUNDS back, drained long ago (a log
+     * holds at most TW_DEFER_LOG entries, which span 5 pages). */
+    _Atomic uint64_t *b = &d->bound[t / TW_DEFER_PAGE % TW_DEFER_BOUNDS];
+    uint64_t min = t % TW_DEFER_PAGE == 0 ? UINT64_MAX
+                                          : atomic_load_explicit(b, memory_order_relaxed);
     if (tick < min)
-        atomic_store_explicit(&d->min_tick, tick, memory_order_relaxed);
-    /* Release: the entry (and min_tick) before the drainer's acquire. */
+        atomic_store_explicit(b, tick, memory_order_relaxed);
+    /* Release: the entry (and its page's bound) before the drainer's acquire. */
     atomic_store_explicit(&d->tail, t + 1, memory_order_release);
     /* Seq_cst fence: our tail before the poke's look at wake_tick, against
      * the cursor's wake_tick before its look at the tails (see the top). */
     atomic_thread_fence(memory_order_seq_cst);
-    if (t + 1 - h == TW_DEFER_LOG / 2)
-        tw__cursor_poke(s, cur + 1); /* half full: drain it now */
+    /* Relaxed: a hint for when to wake the cursor. A log whose drains
+     * leave its newest TW_DEFER_KEEP entries wakes it that much later, so
+     * that each drain still takes half a log. */
+    bool keeps = atomic_load_explicit(&d->keep, memory_order_relaxed);
+    if (t + 1 - h == TW_DEFER_LOG / 2 + (keeps ? TW_DEFER_KEEP : 0))
+        tw__cursor_poke(s, cur + 1); /* filling up: drain it now */
     else
         tw__cursor_poke(s, tick - TW_DEFER_AHEAD);
     return true;
@@ -161,28 +179,81 @@ static void prefetch_entry_record(tw_service *s, const tw_defer_log *d, uint32_t
         __builtin_prefetch(rec, 0, 3);
 }
 
-/* Place the current entries of d; false if out of memory stopped it. */
-static bool drain_log(tw_service *s, tw_defer_log *d)
+/* The least of the page bounds over positions [h, t) (UINT64_MAX: none). */
+static uint64_t pages_bound(tw_defer_log *d, uint32_t h, uint32_t t)
+{
+    uint64_t min = UINT64_MAX;
+    if (h == t)
+        return min;
+    for (uint32_t p = h / TW_DEFER_PAGE;; p++) {
+        /* Relaxed: ordered after the tail that published it (our caller's
+         * acquire or seq_cst load). A page's bound is reset only when the
+         * owner starts the page TW_DEFER_BOUNDS later, past any tail it
+         * can reach before we move the head. */
+        uint64_t b = atomic_load_explicit(&d->bound[p % TW_DEFER_BOUNDS], memory_order_relaxed);
+        min = b < min ? b : min;
+        if (p == (t - 1) / TW_DEFER_PAGE)
+            return min;
+    }
+}
+
+/* A drain of at least this many entries decides whether the next one
+ * keeps the newest (drain_log). */
+#define KEEP_JUDGE 256u
+
+/* Place the current entries of d; false if out of memory stopped it. With
+ * `some`, and if the last drain of d found at least half of its entries
+ * stale (d->keep), the newest TW_DEFER_KEEP entries stay in the log while
+ * its bound is more than 2 TW_DEFER_AHEAD ticks past the cursor.
+ *
+ * Why: a timer that is cancelled (a retransmission, a request's timeout) is
+ * most likely cancelled soon after its arming, and an entry the cursor
+ * reaches after the cancel is dropped, not placed: WL1 (each timer
+ * cancelled 1024 armings later) placed a quarter of its timers when the
+ * cursor drained whole logs, and none with the newest 2048 left. Why only
+ * when most entries turn out stale: when they stay live (WL2, WL3: none
+ * cancelled so soon) the entries left are placed later all the same, and
+ * the log, fuller after each drain, fills before the cursor comes back
+ * more often, and its thread then places timers itself (WL2's schedule
+ * 0.82x, farm-bench, 2026-11-28).
+ *
+ * Why it is safe: the cursor plans its wake-up no later than
+ * TW_DEFER_AHEAD ticks before the log's bound (cursor.c), and its drain
+ * then takes the whole log: the bound is within 2 TW_DEFER_AHEAD. */
+static bool drain_log(tw_service *s, tw_defer_log *d, bool some)
 {
     /* Relaxed: we are the head's only writer. */
     uint32_t h = atomic_load_explicit(&d->head, memory_order_relaxed);
     /* Acquire: the entries below the tail, as the owner wrote them. */
     uint32_t t = atomic_load_explicit(&d->tail, memory_order_acquire);
+    /* Relaxed: ours (the owner's loads are hints). */
+    if (some && atomic_load_explicit(&d->keep, memory_order_relaxed)) {
+        /* Relaxed: cur is ours. */
+        uint64_t cur = atomic_load_explicit(&s->wheel.cur, memory_order_relaxed);
+        if (pages_bound(d, h, t) > cur + 2 * TW_DEFER_AHEAD)
+            t = t - h > TW_DEFER_KEEP ? t - TW_DEFER_KEEP : h;
+        if (t == h)
+            return true;
+    }
     bool ok = true;
-    uint32_t k;
+    uint32_t k, stale = 0;
     for (k = h; k != t; k++) {
         if (t - k > DRAIN_AHEAD)
             prefetch_entry_record(s, d, k + DRAIN_AHEAD);
         tw_defer_entry *e = &d->e[k % TW_DEFER_LOG];
         /* Relaxed: as above. */
         uint64_t v = atomic_load_explicit(&e->entry, memory_order_relaxed);
-        if (!entry_current(s, v))
+        if (!entry_current(s, v)) {
+            stale++;
             continue; /* cancelled, fired, reused or moved: nothing to place */
+        }
         if (tw__place(s, v, atomic_load_explicit(&e->tick, memory_order_relaxed)) != TW_OK) {
             ok = false; /* no memory: keep it and the rest for the next pass */
             break;
         }
     }
+    if (k - h >= KEEP_JUDGE)
+        atomic_store_explicit(&d->keep, 2 * stale >= k - h, memory_order_relaxed);
     /* Release: what we placed, before the owner reuses the room and before
      * a tw_next_due that reads this head looks at the wheel. */
     atomic_store_explicit(&d->head, k, memory_order_release);
@@ -208,28 +279,33 @@ static uint64_t least_over_logs(tw_service *s, uint64_t (*f)(tw_service *, tw_de
     return best;
 }
 
-bool tw__defer_drain(tw_service *s)
+void (*_Atomic tw__defer_drained_hook)(tw_service *s); /* tests (internal.h) */
+
+bool tw__defer_drain(tw_service *s, bool some)
 {
     bool ok = true;
     for (uint32_t i = 0; i < TW_OWNED_STRIPES; i++) {
         tw_defer_log *d = log_of(s, i);
-        if (d && !drain_log(s, d))
+        if (d && !drain_log(s, d, some))
             ok = false;
     }
+    /* Acquire: the hook's code and data as the test set them. */
+    void (*hook)(tw_service *) = atomic_load_explicit(&tw__defer_drained_hook,
+                                                     memory_order_acquire);
+    if (some && hook)
+        hook(s);
     return ok;
 }
 
-/* The cursor's bound on log d: min_tick while d holds entries. */
+/* The cursor's bound on log d: the least page bound of its entries. */
 static uint64_t log_bound(tw_service *s, tw_defer_log *d)
 {
     (void)s;
     /* Relaxed: the head is the cursor's own. Seq_cst: the tail, the
-     * cursor's look after it published its plan (see the top). Relaxed:
-     * the bound, ordered after the tail that published it. */
+     * cursor's look after it published its plan (see the top). */
     uint32_t h = atomic_load_explicit(&d->head, memory_order_relaxed);
     uint32_t t = atomic_load_explicit(&d->tail, memory_order_seq_cst);
-    uint64_t min = atomic_load_explicit(&d->min_tick, memory_order_relaxed);
-    return h != t ? min : UINT64_MAX;
+    return pages_bound(d, h, t);
 }
 
 uint64_t tw__defer_bound(tw_service *s)

@@ -643,6 +643,10 @@ extern uint64_t tw__early_lead_override;
  * logs, so that a test can log a timer at that instant. NULL (the
  * default): nothing is called. */
 extern void (*_Atomic tw__cursor_plan_hook)(tw_service *s);
+/* Tests only (test_defer.c): called by the cursor after each of its loop's
+ * drains of the logs, the ones that may leave a log's newest entries
+ * (defer.c). NULL (the default): nothing is called. */
+extern void (*_Atomic tw__defer_drained_hook)(tw_service *s);
 
 /* The drain in three steps, so that a large slot can be taken a chunk at
  * a time (wheel.c, bursts): close (returns the final count), take
@@ -1173,16 +1177,23 @@ typedef struct tw_defer_entry {
     _Atomic uint64_t entry; /* the slot entry to place (tag | index) */
     _Atomic uint64_t tick;  /* its due tick */
 } tw_defer_entry;
+#define TW_DEFER_PAGE   (TW_DEFER_LOG / 4) /* entries under one bound */
+#define TW_DEFER_KEEP   TW_DEFER_PAGE /* newest entries a drain may leave (defer.c) */
+#define TW_DEFER_BOUNDS 8u /* bounds kept: a log spans at most 5 pages */
 typedef struct tw_defer_log {
     _Atomic uint32_t tail TW_ALIGNED; /* the owner's */
-    _Atomic uint64_t min_tick;        /* the owner's: <= every logged tick */
+    /* The owner's: bound[p % TW_DEFER_BOUNDS] <= the tick of every entry
+     * at positions [p, p + 1) * TW_DEFER_PAGE (page p) */
+    _Atomic uint64_t bound[TW_DEFER_BOUNDS];
     _Atomic uint32_t head TW_ALIGNED; /* the cursor's */
+    _Atomic bool keep; /* the cursor's: its last drain found most entries stale */
     tw_defer_entry e[TW_DEFER_LOG] TW_ALIGNED;
 } tw_defer_log;
 /* Log the entry instead of placing it (false: place it now). */
 bool tw__defer_place(tw_service *s, uint64_t entry, uint64_t tick);
-/* The cursor: place the logged entries (false: out of memory, some kept). */
-bool tw__defer_drain(tw_service *s);
+/* The cursor: place the logged entries (false: out of memory, some kept);
+ * `some`: a log's newest entries may stay while none is due soon. */
+bool tw__defer_drain(tw_service *s, bool some);
 /* The cursor: a lower bound on the ticks logged (UINT64_MAX: none), for
  * its plan and its look after publishing it. */
 uint64_t tw__defer_bound(tw_service *s);

@@ -1158,7 +1158,7 @@ static uint64_t earlier_work_at(tw_service *s, uint64_t T)
     /* Timers logged since the cursor's last drain may be due first: they
      * count only once placed (defer.c). A drain short of memory leaves
      * them for the cursor's loop, which tries again a tick later. */
-    (void)tw__defer_drain(s);
+    (void)tw__defer_drain(s, false);
     uint64_t x = tw__wheel_next_work(s);
     return x < T ? tw__cursor_tick_start(s, x) : UINT64_MAX;
 }

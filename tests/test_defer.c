@@ -28,12 +28,32 @@ static void wait_at_gate(tw_timer t, void *arg)
         t_sleep_ns(100 * T_US);
 }
 
-/* Arm the gate's timer and wait until the cursor is inside it. */
+typedef struct gate_arm {
+    tw_service *s;
+    gate *g;
+} gate_arm;
+
+static void *arm_gate(void *p)
+{
+    gate_arm *a = p;
+    CB_EXPECT(tw_schedule(a->s, 0, wait_at_gate, a->g, NULL) == TW_OK, "tw_schedule");
+    return NULL;
+}
+
+/* Arm the gate's timer and wait until the cursor is inside it. Armed from
+ * a thread of its own: the cursor of an idle service has not moved for a
+ * while, so a timer due now may look far to it and be logged, and in the
+ * test thread's log it would hold down the bound of that log's page
+ * (defer.c), which decides whether a drain leaves the newest entries. */
 static void hold_cursor(tw_service *s, gate *g)
 {
     atomic_store(&g->in, 0);
     atomic_store(&g->open, 0);
-    ASSERT_RC(tw_schedule(s, 0, wait_at_gate, g, NULL), TW_OK);
+    gate_arm a = {s, g};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, arm_gate, &a), 0);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    CB_ASSERT_CLEAN();
     uint64_t end = t_mono_ns() + 10 * T_S;
     while (!atomic_load(&g->in) && t_mono_ns() < end)
         t_sleep_ns(T_MS);
@@ -56,9 +76,33 @@ static uint64_t wait_for(tw_service *s, uint64_t (*f)(tw_service *), uint64_t wa
 
 /* ---- the tests ------------------------------------------------------------ */
 
+/* Make the calling thread's new log one whose drains leave its newest
+ * entries (defer.c, drain_log: its last drain found most of its entries
+ * stale): a page of it (TW_DEFER_PAGE) of far timers, cancelled, but the
+ * last, due in 20 ms, which the cursor places in the drain that looks at
+ * them all, and which fires. The page's bound, that timer's tick, is then
+ * behind the log's head: it holds no later entry down. */
+static void log_mostly_stale(tw_service *s)
+{
+    enum { N = TW_DEFER_PAGE - 1 };
+    static tw_timer h[N];
+    for (int i = 0; i < N; i++)
+        ASSERT_RC(tw_schedule(s, 3600 * T_S, t_noop, NULL, &h[i]), TW_OK);
+    for (int i = 0; i < N; i++)
+        ASSERT_RC(tw_cancel(s, h[i]), TW_OK);
+    uint64_t fired = t_fired(s);
+    ASSERT_RC(tw_schedule(s, 20 * T_MS, t_noop, NULL, NULL), TW_OK);
+    assert_int_equal(wait_for(s, t_fired, fired + 1), fired + 1);
+}
+
 /* Far timers wait in the log (nothing reserved in the wheel) until the
  * cursor drains it; then only the ones still pending are placed, each
- * once. */
+ * once. A first drain takes the whole log. Once a drain has found most
+ * entries stale (here half), the next ones leave the newest TW_DEFER_KEEP
+ * while none is due within 2 TW_DEFER_AHEAD ticks (a cancelled timer is
+ * most likely cancelled soon after its arming): the cursor places the
+ * live half of the older ones, and nothing more while the rest are an
+ * hour away. */
 static void only_live_logged_timers_are_placed(void **state)
 {
     (void)state;
@@ -77,12 +121,29 @@ static void only_live_logged_timers_are_placed(void **state)
     assert_int_equal(wait_for(s, tw__reserved_total, before + N / 2), before + N / 2);
     t_sleep_ns(20 * T_MS); /* more passes of the cursor: nothing more placed */
     assert_int_equal(tw__reserved_total(s), before + N / 2);
+
+    enum { M = TW_DEFER_LOG - 1, OLDER = M - TW_DEFER_KEEP };
+    static tw_timer m[M];
+    hold_cursor(s, &g);
+    before = tw__reserved_total(s);
+    for (int i = 0; i < M; i++)
+        ASSERT_RC(tw_schedule(s, 3600 * T_S, t_noop, NULL, &m[i]), TW_OK);
+    for (int i = 0; i < M; i += 2)
+        ASSERT_RC(tw_cancel(s, m[i]), TW_OK);
+    release_cursor(&g);
+    uint64_t live_older = OLDER / 2; /* the odd i below OLDER */
+    assert_int_equal(wait_for(s, tw__reserved_total, before + live_older), before + live_older);
+    t_sleep_ns(20 * T_MS);
+    assert_int_equal(tw__reserved_total(s), before + live_older); /* the rest kept */
+
     for (int i = 1; i < N; i += 2)
         ASSERT_RC(tw_cancel(s, h[i]), TW_OK);
+    for (int i = 1; i < M; i += 2)
+        ASSERT_RC(tw_cancel(s, m[i]), TW_OK);
     tw_stats st;
     tw_stats_get(s, &st);
     assert_int_equal(st.pending, 0);
-    assert_int_equal(st.cancelled, N);
+    assert_int_equal(st.cancelled, N + M);
     tw_destroy(s);
 }
 
@@ -265,6 +326,32 @@ static void an_idle_cursor_wakes_for_a_logged_timer(void **state)
     tw_destroy(s);
 }
 
+/* The newest entries a drain leaves in a log (TW_DEFER_KEEP) still fire
+ * on time: the cursor wakes TW_DEFER_AHEAD ticks before the log's bound
+ * and then drains it whole. In a log that keeps, ten timers 40 ms away
+ * armed after a log's worth an hour away: they are among the newest, and
+ * fire, none early. */
+static void kept_entries_fire_on_time(void **state)
+{
+    (void)state;
+    tw_service *s = t_monotonic(2, T_MS);
+    atomic_store(&early, 0);
+    log_mostly_stale(s);
+    uint64_t base = t_fired(s);
+    for (uint32_t i = 0; i < TW_DEFER_LOG - 20; i++)
+        ASSERT_RC(tw_schedule(s, 3600 * T_S, t_noop, NULL, NULL), TW_OK);
+    enum { N = 10 };
+    static due_at d[N];
+    for (int i = 0; i < N; i++) {
+        d[i].s = s;
+        d[i].deadline = tw_now(s) + 40 * T_MS;
+        ASSERT_RC(tw_schedule(s, 40 * T_MS, check_not_early, &d[i], NULL), TW_OK);
+    }
+    assert_int_equal(wait_for(s, t_fired, base + N), base + N);
+    assert_int_equal(atomic_load(&early), 0);
+    tw_destroy(s);
+}
+
 /* ---- the cursor's plan ---------------------------------------------------- */
 
 static tw_service *_Atomic g_plan_s;
@@ -283,6 +370,52 @@ static void log_while_planning(tw_service *s)
     uint64_t end = t_mono_ns() + 5 * T_S;
     while (!atomic_load(&g_plan_logged) && t_mono_ns() < end)
         t_sleep_ns(100 * T_US);
+}
+
+/* On the cursor, after each of its loop's drains (which may leave a log's
+ * newest entries): no log holds an entry due within 2 TW_DEFER_AHEAD
+ * ticks. (The test thread arms nothing meanwhile.) */
+static _Atomic uint64_t g_near_kept, g_drains;
+
+static void check_nothing_near_kept(tw_service *s)
+{
+    if (s != atomic_load(&g_plan_s))
+        return;
+    atomic_fetch_add(&g_drains, 1);
+    uint64_t cur = atomic_load_explicit(&s->wheel.cur, memory_order_relaxed);
+    uint64_t bound = tw__defer_bound(s);
+    if (bound != UINT64_MAX && bound <= cur + 2 * TW_DEFER_AHEAD)
+        atomic_fetch_add(&g_near_kept, 1);
+}
+
+/* A drain may leave a log's newest entries while they are far away, and
+ * must take them once their bound comes within 2 TW_DEFER_AHEAD ticks:
+ * in a log that keeps, one timer 30 ms away is kept at first, and placed
+ * when the cursor wakes for it, 8 ticks before its tick, not at its tick. */
+static void a_kept_log_is_drained_before_it_is_due(void **state)
+{
+    (void)state;
+    tw_service *s = t_monotonic(2, T_MS);
+    atomic_store(&early, 0);
+    log_mostly_stale(s);
+    uint64_t base = t_fired(s);
+    atomic_store(&g_near_kept, 0);
+    atomic_store(&g_drains, 0);
+    atomic_store(&g_plan_s, s);
+    atomic_store(&tw__defer_drained_hook, check_nothing_near_kept);
+    static due_at d;
+    d.s = s;
+    d.deadline = tw_now(s) + 30 * T_MS;
+    ASSERT_RC(tw_schedule(s, 30 * T_MS, check_not_early, &d, NULL), TW_OK);
+    assert_int_equal(wait_for(s, t_fired, base + 1), base + 1);
+    atomic_store(&tw__defer_drained_hook, NULL);
+    atomic_store(&g_plan_s, NULL);
+    print_message("      %" PRIu64 " drains, %" PRIu64 " with a near timer left in a log\n",
+                  atomic_load(&g_drains), atomic_load(&g_near_kept));
+    assert_true(atomic_load(&g_drains) >= 2);
+    assert_int_equal(atomic_load(&g_near_kept), 0);
+    assert_int_equal(atomic_load(&early), 0);
+    tw_destroy(s);
 }
 
 /* A large slot is claimed early, its lead before its tick, even when the
@@ -350,6 +483,8 @@ int main(void)
         cmocka_unit_test_setup(stop_drops_logged_timers_once, t_setup),
         cmocka_unit_test_setup(a_threads_log_outlives_it, t_setup),
         cmocka_unit_test_setup(an_idle_cursor_wakes_for_a_logged_timer, t_setup),
+        cmocka_unit_test_setup(kept_entries_fire_on_time, t_setup),
+        cmocka_unit_test_setup(a_kept_log_is_drained_before_it_is_due, t_setup),
         cmocka_unit_test_setup(an_early_claim_is_planned_before_logged_timers, t_setup),
         cmocka_unit_test_setup(manual_services_place_at_once, t_setup),
     };

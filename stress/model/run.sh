@@ -143,6 +143,10 @@ pass reuse  "fresh segments after detaches, compaction" "" "$C" \
 # so this search holds every interleaving of the run without logs as well
 pass base   "2 producers, 1 level, capacity 1, deferred placement" "" "$C" -DMAXT=1 -DDMAX=2 \
     -DRESERVE_ONE_STEP -DDEFER
+# deferred placement over two ticks, deadlines three ahead: drains that
+# leave far entries in their logs (TW_DEFER_KEEP), and appends after a stall
+pass keep   "2 producers, two ticks, logs kept while far" "" "$C" -DMAXT=2 -DDMAX=3 \
+    -DNO_SECOND -DRESERVE_ONE_STEP -DDEFER
 pass three  "3 producers on one wheel (overflow)"     "" "$C" -DNPROD=3 -DNO_SECOND -DMAXT=1 -DDMAX=1 \
     -DRESERVE_ONE_STEP
 pass cap2   "2 producers, capacity 2"                 "" "$C" -DCAP=2 -DMAXT=1 -DDMAX=1
@@ -156,7 +160,7 @@ fi
 
 # Every rare path can be taken in the model.
 names=(tombstoned newer late_slot cancel_lost lease_met resched_firing overflow compacted
-       stale_dropped detached_publish gave_back give_back_kept log_placed log_dropped)
+       stale_dropped detached_publish gave_back give_back_kept log_placed log_dropped log_kept)
 for n in 1 2 3 4 5 6 7 8 9 10 11 12; do
     fail "reach$n" "rare path ${names[$((n - 1))]} reached" "assertion violated ($n!=$n)" \
         -DLEVELS=2 -DCOMPACT -DMAXT=1 -DDMAX=2 -DREACH=$n
@@ -166,10 +170,15 @@ for n in 13 14; do # deferred placement's (one level is enough)
     fail "reach$n" "rare path ${names[$((n - 1))]} reached" "assertion violated ($n!=$n)" \
         -DDEFER -DMAXT=1 -DDMAX=2 -DREACH=$n
 done
+# (a kept entry is due three ticks ahead: two margins and one more)
+fail reach15 "rare path log_kept reached" "assertion violated (15!=15)" \
+    -DDEFER -DMAXT=1 -DDMAX=3 -DREACH=15
 
 # The broken variants: the checks must catch each.
 fail no_margin "BROKEN_DEFER_NO_MARGIN (a timer logged for the next tick misses its step)" \
     "logfresh" -DDEFER -DMAXT=1 -DDMAX=1 -DBROKEN_DEFER_NO_MARGIN
+fail keep_due "BROKEN_DEFER_KEEP_DUE (a drain leaves a due entry in its log)" \
+    "logfresh" -DDEFER -DMAXT=1 -DDMAX=2 -DBROKEN_DEFER_KEEP_DUE
 fail no_tombstone "BROKEN_NO_TOMBSTONE (late publish lands a rotation late)" "" \
     -DMAXT=1 -DDMAX=1 -DBROKEN_NO_TOMBSTONE
 fail no_version "BROKEN_NO_VERSION (claim on a stale deadline fires early)" "dl[ti]<=T" \

@@ -62,8 +62,10 @@
  *     itself: a full log), in a step of its own after its look at cur, as
  *     in C; the drainer, before each step, looks at each logged entry
  *     (entry_current: PENDING, tag current) and drops it or places it
- *     (tw__defer_drain). Cancels and reschedules race the log as they race
- *     the slots. A log entry counts as an entry for properties 5 and 7.
+ *     (tw__defer_drain), or, while its tick is more than two margins
+ *     away and past the coming step, leaves it in the log for a later
+ *     drain (TW_DEFER_KEEP). Cancels and reschedules race the log as they
+ *     race the slots. A log entry counts as an entry for properties 5 and 7.
  * How it steps: see "how the model steps" below (one atomic step per
  * access to shared state).
  * Not modelled: occupancy bits and sleeping (they only decide when the
@@ -129,6 +131,9 @@
  *                          may be logged: appended after the drain that
  *                          precedes that tick's step, it is not in the
  *                          wheel when the step comes (property 10);
+ *   -DBROKEN_DEFER_KEEP_DUE  (with -DDEFER) a drain leaves an entry in
+ *                          its log whatever its tick: one due by the step
+ *                          misses it (property 10);
  *   -DBROKEN_NO_VERSION    releasing a lease does not bump the version, so
  *                          the drain's claim CAS succeeds on a deadline it
  *                          read before a reschedule moved it (property 2);
@@ -327,6 +332,7 @@ bit  logfresh[NT];          /* ghost: appended with cur as its producer read
 #define R_GAVE_BACK       11  /* a give-back detached a slot's segment */
 #define R_LOG_PLACED      13  /* -DDEFER: the drain of a log placed an entry */
 #define R_LOG_DROPPED     14  /* -DDEFER: the drain of a log dropped a stale one */
+#define R_LOG_KEPT        15  /* -DDEFER: a drain left a far entry in its log */
 #define R_GIVE_BACK_KEPT  12  /* a give-back's close found a reservation made
                                  after its look: the word went back as it was */
 
@@ -703,6 +709,12 @@ inline step_begin()
     do
     :: gi < NT ->
         snap[gi] = (ST(rst[gi]) == PENDING && !(rst[gi] & LEASE) && !busy[gi]);
+#ifdef DEFER
+        /* an entry its producer appended after a stall (it read cur before
+         * a step that has passed) may miss this step: placed by the next
+         * drain, late as a placement stalled as long (defer.c, top) */
+        snap[gi] = snap[gi] && !(inlog[gi] && !logfresh[gi]);
+#endif
         /* every armed, settled timer has exactly one current entry: none is
          * lost (property 5), none is copied (property 7) */
         count_current(gi);
@@ -1039,10 +1051,13 @@ inline give_back()
 
 #ifdef DEFER
 /* tw__defer_drain (defer.c), at the top of the cursor's loop, before it
- * steps: for each log, load the entry (acquire of the tail), look at the
- * record (entry_current: PENDING and the entry's tag current), drop it or
- * place it (tw__place), then advance the head. */
-inline drain_logs()
+ * steps to T_: for each log, load the entry (acquire of the tail), look at
+ * the record (entry_current: PENDING and the entry's tag current), drop it
+ * or place it (tw__place), then advance the head. Or leave it in the log
+ * (the newest TW_DEFER_KEEP entries of a log whose bound is more than
+ * 2 TW_DEFER_AHEAD ticks away: here, one tick of margin, k > cur + 2; and
+ * never one due by the step that follows, which C drains whole first). */
+inline drain_logs(T_)
 {
     gi = 0;
     do
@@ -1050,6 +1065,13 @@ inline drain_logs()
         atomic {
             ti = gi;
             if
+#ifdef BROKEN_DEFER_KEEP_DUE
+            :: inlog[ti] ->
+#else
+            :: inlog[ti] && logk[ti] > cur + 2 && logk[ti] > T_ ->
+#endif
+                RARE(R_LOG_KEPT);
+                ti = NT
             :: inlog[ti] && ST(rst[ti]) == PENDING && V_TAG(logv[ti]) == rseq[ti] ->
                 RARE(R_LOG_PLACED);
                 ttag = V_TAG(logv[ti]);
@@ -1091,7 +1113,7 @@ proctype drainer()
 
     do
 #ifdef DEFER
-    :: cur < MAXT -> drain_logs();
+    :: cur < MAXT -> drain_logs(cur + 1);
        atomic { T = cur + 1; step_begin() }
        step_rest()
 #else
@@ -1114,7 +1136,7 @@ proctype drainer()
      * remaining deadline (a tw_advance jump) */
 #ifdef DEFER
     ndone == NPROD;
-    drain_logs();
+    drain_logs(KMAX);
     atomic { T = KMAX; step_begin() }
 #else
     atomic { ndone == NPROD -> T = KMAX; step_begin() }
