@@ -76,6 +76,20 @@ static uint64_t wait_for(tw_service *s, uint64_t (*f)(tw_service *), uint64_t wa
 
 /* ---- the tests ------------------------------------------------------------ */
 
+/* n timers an hour away, their handles in h. */
+static void arm_far(tw_service *s, tw_timer *h, int n)
+{
+    for (int i = 0; i < n; i++)
+        ASSERT_RC(tw_schedule(s, 3600 * T_S, t_noop, NULL, &h[i]), TW_OK);
+}
+
+/* Cancel h[first], h[first + step], ... below n. */
+static void cancel_each(tw_service *s, tw_timer *h, int n, int first, int step)
+{
+    for (int i = first; i < n; i += step)
+        ASSERT_RC(tw_cancel(s, h[i]), TW_OK);
+}
+
 /* Make the calling thread's new log one whose drains leave its newest
  * entries (defer.c, drain_log: its last drain found most of its entries
  * stale): a page of it (TW_DEFER_PAGE) of far timers, cancelled, but the
@@ -86,10 +100,8 @@ static void log_mostly_stale(tw_service *s)
 {
     enum { N = TW_DEFER_PAGE - 1 };
     static tw_timer h[N];
-    for (int i = 0; i < N; i++)
-        ASSERT_RC(tw_schedule(s, 3600 * T_S, t_noop, NULL, &h[i]), TW_OK);
-    for (int i = 0; i < N; i++)
-        ASSERT_RC(tw_cancel(s, h[i]), TW_OK);
+    arm_far(s, h, N);
+    cancel_each(s, h, N, 0, 1);
     uint64_t fired = t_fired(s);
     ASSERT_RC(tw_schedule(s, 20 * T_MS, t_noop, NULL, NULL), TW_OK);
     assert_int_equal(wait_for(s, t_fired, fired + 1), fired + 1);
@@ -112,10 +124,8 @@ static void only_live_logged_timers_are_placed(void **state)
     uint64_t before = tw__reserved_total(s);
     enum { N = 1000 };
     static tw_timer h[N];
-    for (int i = 0; i < N; i++)
-        ASSERT_RC(tw_schedule(s, 3600 * T_S, t_noop, NULL, &h[i]), TW_OK);
-    for (int i = 0; i < N; i += 2)
-        ASSERT_RC(tw_cancel(s, h[i]), TW_OK);
+    arm_far(s, h, N);
+    cancel_each(s, h, N, 0, 2);
     assert_int_equal(tw__reserved_total(s), before); /* all logged */
     release_cursor(&g);
     assert_int_equal(wait_for(s, tw__reserved_total, before + N / 2), before + N / 2);
@@ -126,20 +136,16 @@ static void only_live_logged_timers_are_placed(void **state)
     static tw_timer m[M];
     hold_cursor(s, &g);
     before = tw__reserved_total(s);
-    for (int i = 0; i < M; i++)
-        ASSERT_RC(tw_schedule(s, 3600 * T_S, t_noop, NULL, &m[i]), TW_OK);
-    for (int i = 0; i < M; i += 2)
-        ASSERT_RC(tw_cancel(s, m[i]), TW_OK);
+    arm_far(s, m, M);
+    cancel_each(s, m, M, 0, 2);
     release_cursor(&g);
     uint64_t live_older = OLDER / 2; /* the odd i below OLDER */
     assert_int_equal(wait_for(s, tw__reserved_total, before + live_older), before + live_older);
     t_sleep_ns(20 * T_MS);
     assert_int_equal(tw__reserved_total(s), before + live_older); /* the rest kept */
 
-    for (int i = 1; i < N; i += 2)
-        ASSERT_RC(tw_cancel(s, h[i]), TW_OK);
-    for (int i = 1; i < M; i += 2)
-        ASSERT_RC(tw_cancel(s, m[i]), TW_OK);
+    cancel_each(s, h, N, 1, 2);
+    cancel_each(s, m, M, 1, 2);
     tw_stats st;
     tw_stats_get(s, &st);
     assert_int_equal(st.pending, 0);
