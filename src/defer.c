@@ -56,10 +56,11 @@
  *     about once per TW_DEFER_AHEAD ticks' worth of them, not once each;
  *   - tw_next_due answers no later than a logged timer, and exactly: it
  *     reads each log's live entries between head and tail, and the drain
- *     advances the head only after it has placed what it took (release), so
- *     what a reader does not find in a log it finds in the wheel, which it
- *     reads next (tw__defer_next_due has the case of an entry overwritten
- *     under the reader);
+ *     advances the head (every DRAIN_GIVE entries, and at its end) only
+ *     past what it has placed or dropped (release), so what a reader does
+ *     not find in a log it finds in the wheel, which it reads next
+ *     (tw__defer_next_due has the case of an entry overwritten under the
+ *     reader);
  *   - memory: at most TW_OWNED_STRIPES logs of TW_DEFER_LOG entries a
  *     service (16 x 128 KiB), whatever the load, freed with the service. A
  *     full log is not waited for: the producer places the timer itself.
@@ -179,6 +180,35 @@ static void prefetch_entry_record(tw_service *s, const tw_defer_log *d, uint32_t
         __builtin_prefetch(rec, 0, 3);
 }
 
+/* A long drain gives its log's owner room as it goes, every DRAIN_GIVE
+ * entries, not only at its end. Why: a drain of half a log took longer
+ * than the owner needs to fill the other half (perf, WL1 P=1, 2026-11-28:
+ * the cursor reads each record, in the owner's cache, 80-150 ns an entry,
+ * while an append is about 40 ns), and a full log makes the owner place
+ * its timers itself, beside the cursor, in the same slots. */
+#define DRAIN_GIVE 512u
+
+/* Release: the entries below k are placed or dropped, before the owner
+ * reuses their room and before a tw_next_due that reads this head looks
+ * at the wheel (as at the drain's end). */
+static void give_room(tw_defer_log *d, uint32_t k)
+{
+    atomic_store_explicit(&d->head, k, memory_order_release);
+}
+
+void (*_Atomic tw__defer_gave_hook)(tw_service *s); /* tests (internal.h) */
+
+/* Give room before the drain's end (DRAIN_GIVE). */
+static void give_room_early(tw_service *s, tw_defer_log *d, uint32_t k)
+{
+    give_room(d, k);
+    /* Acquire: the hook's code and data as the test set them. */
+    void (*hook)(tw_service *) = atomic_load_explicit(&tw__defer_gave_hook,
+                                                     memory_order_acquire);
+    if (hook)
+        hook(s);
+}
+
 /* The least of the page bounds over positions [h, t) (UINT64_MAX: none). */
 static uint64_t pages_bound(tw_defer_log *d, uint32_t h, uint32_t t)
 {
@@ -238,6 +268,8 @@ static bool drain_log(tw_service *s, tw_defer_log *d, bool some)
     bool ok = true;
     uint32_t k, stale = 0;
     for (k = h; k != t; k++) {
+        if ((k - h) % DRAIN_GIVE == 0 && k != h)
+            give_room_early(s, d, k);
         if (t - k > DRAIN_AHEAD)
             prefetch_entry_record(s, d, k + DRAIN_AHEAD);
         tw_defer_entry *e = &d->e[k % TW_DEFER_LOG];
@@ -254,9 +286,7 @@ static bool drain_log(tw_service *s, tw_defer_log *d, bool some)
     }
     if (k - h >= KEEP_JUDGE)
         atomic_store_explicit(&d->keep, 2 * stale >= k - h, memory_order_relaxed);
-    /* Release: what we placed, before the owner reuses the room and before
-     * a tw_next_due that reads this head looks at the wheel. */
-    atomic_store_explicit(&d->head, k, memory_order_release);
+    give_room(d, k);
     return ok;
 }
 

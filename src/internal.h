@@ -647,6 +647,10 @@ extern void (*_Atomic tw__cursor_plan_hook)(tw_service *s);
  * drains of the logs, the ones that may leave a log's newest entries
  * (defer.c). NULL (the default): nothing is called. */
 extern void (*_Atomic tw__defer_drained_hook)(tw_service *s);
+/* Tests only (test_defer.c): called by the cursor each time a drain gives
+ * its log's owner room before the drain's end (defer.c, DRAIN_GIVE). NULL
+ * (the default): nothing is called. */
+extern void (*_Atomic tw__defer_gave_hook)(tw_service *s);
 
 /* The drain in three steps, so that a large slot can be taken a chunk at
  * a time (wheel.c, bursts): close (returns the final count), take

@@ -227,6 +227,53 @@ static void a_full_log_places_the_rest(void **state)
     tw_destroy(s);
 }
 
+/* A long drain gives the log's owner room as it goes (defer.c,
+ * DRAIN_GIVE), not only at its end: in the middle of the drain of a full
+ * log, the owner's next far timer goes into its log, not into the wheel
+ * by the call (a_full_log_places_the_rest). The hook holds the cursor at
+ * its first early give until the test has armed. */
+static _Atomic int g_gave, g_armed;
+
+static void hold_at_first_give(tw_service *s)
+{
+    (void)s;
+    if (atomic_exchange(&g_gave, 1))
+        return;
+    uint64_t end = t_mono_ns() + 10 * T_S;
+    while (!atomic_load(&g_armed) && t_mono_ns() < end)
+        t_sleep_ns(100 * T_US);
+}
+
+static void a_long_drain_gives_room_as_it_goes(void **state)
+{
+    (void)state;
+    tw_service *s = t_monotonic(0, T_MS);
+    gate g;
+    hold_cursor(s, &g);
+    uint64_t before = tw__reserved_total(s);
+    for (uint32_t i = 0; i < TW_DEFER_LOG; i++)
+        ASSERT_RC(tw_schedule(s, 60 * T_S, t_noop, NULL, NULL), TW_OK);
+    assert_int_equal(tw__reserved_total(s), before); /* all logged: the log is full */
+    tw_defer_log *d = atomic_load(&s->defer[tw__stripe_mine]);
+    uint32_t tail = atomic_load(&d->tail);
+    atomic_store(&g_gave, 0);
+    atomic_store(&g_armed, 0);
+    atomic_store(&tw__defer_gave_hook, hold_at_first_give);
+    release_cursor(&g);
+    uint64_t end = t_mono_ns() + 10 * T_S;
+    while (!atomic_load(&g_gave) && t_mono_ns() < end)
+        t_sleep_ns(100 * T_US);
+    assert_true(atomic_load(&g_gave)); /* the drain gave room before its end */
+    ASSERT_RC(tw_schedule(s, 60 * T_S, t_noop, NULL, NULL), TW_OK);
+    uint32_t tail_after = atomic_load(&d->tail);
+    atomic_store(&g_armed, 1);
+    atomic_store(&tw__defer_gave_hook, NULL);
+    assert_int_equal(tail_after, tail + 1); /* logged, not placed by the call */
+    uint64_t all = before + TW_DEFER_LOG + 1;
+    assert_int_equal(wait_for(s, tw__reserved_total, all), all);
+    tw_destroy(s);
+}
+
 /* A timer due within TW_DEFER_AHEAD ticks is placed by the call. */
 static void near_timers_are_placed_by_the_call(void **state)
 {
@@ -493,6 +540,7 @@ int main(void)
         cmocka_unit_test_setup(next_due_sees_logged_timers, t_setup),
         cmocka_unit_test_setup(next_due_forgets_a_drained_log, t_setup),
         cmocka_unit_test_setup(a_full_log_places_the_rest, t_setup),
+        cmocka_unit_test_setup(a_long_drain_gives_room_as_it_goes, t_setup),
         cmocka_unit_test_setup(near_timers_are_placed_by_the_call, t_setup),
         cmocka_unit_test_setup(stop_drops_logged_timers_once, t_setup),
         cmocka_unit_test_setup(a_threads_log_outlives_it, t_setup),
