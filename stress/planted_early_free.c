@@ -25,7 +25,7 @@
  *          then writes into freed memory (malloc'd: this program has
  *          every segment come from malloc, whatever its size). ctest
  *          runs this mode under ASan and TSan through
- *          expect_sanitizer_report.cmake, up to 20 runs of 2 s: the test
+ *          expect_sanitizer_report.cmake, up to 60 runs of 2 s: the test
  *          passes at the first report that names the free (tw__seg_free)
  *          and the use (src/slots.c), and fails on any other failure or
  *          when no run is reported. A run stops at its first report; one
