@@ -14,6 +14,15 @@
 
 /* ---- holding the cursor --------------------------------------------------- */
 
+/* Wait (bounded: seconds) until *flag is set; return it then. */
+static int wait_flag(_Atomic int *flag, uint64_t seconds)
+{
+    uint64_t end = t_mono_ns() + seconds * T_S;
+    while (!atomic_load(flag) && t_mono_ns() < end)
+        t_sleep_ns(100 * T_US);
+    return atomic_load(flag);
+}
+
 typedef struct gate {
     _Atomic int in;     /* the callback is running (the cursor is held) */
     _Atomic int open;   /* let it return */
@@ -62,10 +71,7 @@ static void hold_cursor(tw_service *s, gate *g)
     assert_int_equal(pthread_create(&t, NULL, arm_gate, &a), 0);
     assert_int_equal(pthread_join(t, NULL), 0);
     CB_ASSERT_CLEAN();
-    uint64_t end = t_mono_ns() + 10 * T_S;
-    while (!atomic_load(&g->in) && t_mono_ns() < end)
-        t_sleep_ns(T_MS);
-    assert_true(atomic_load(&g->in));
+    assert_true(wait_flag(&g->in, 10));
 }
 
 static void release_cursor(gate *g)
@@ -239,9 +245,7 @@ static void hold_at_first_give(tw_service *s)
     (void)s;
     if (atomic_exchange(&g_gave, 1))
         return;
-    uint64_t end = t_mono_ns() + 10 * T_S;
-    while (!atomic_load(&g_armed) && t_mono_ns() < end)
-        t_sleep_ns(100 * T_US);
+    (void)wait_flag(&g_armed, 10);
 }
 
 static void a_long_drain_gives_room_as_it_goes(void **state)
@@ -260,10 +264,7 @@ static void a_long_drain_gives_room_as_it_goes(void **state)
     atomic_store(&g_armed, 0);
     atomic_store(&tw__defer_gave_hook, hold_at_first_give);
     release_cursor(&g);
-    uint64_t end = t_mono_ns() + 10 * T_S;
-    while (!atomic_load(&g_gave) && t_mono_ns() < end)
-        t_sleep_ns(100 * T_US);
-    assert_true(atomic_load(&g_gave)); /* the drain gave room before its end */
+    assert_true(wait_flag(&g_gave, 10)); /* the drain gave room before its end */
     ASSERT_RC(tw_schedule(s, 60 * T_S, t_noop, NULL, NULL), TW_OK);
     uint32_t tail_after = atomic_load(&d->tail);
     atomic_store(&g_armed, 1);
@@ -428,9 +429,7 @@ static void log_while_planning(tw_service *s)
         tw__wheel_big_slot(s, atomic_load(&g_plan_tick)) == 0)
         return;
     atomic_store(&g_plan_at, 1);
-    uint64_t end = t_mono_ns() + 5 * T_S;
-    while (!atomic_load(&g_plan_logged) && t_mono_ns() < end)
-        t_sleep_ns(100 * T_US);
+    (void)wait_flag(&g_plan_logged, 5);
 }
 
 /* On the cursor, after each of its loop's drains (which may leave a log's
@@ -503,10 +502,7 @@ static void an_early_claim_is_planned_before_logged_timers(void **state)
     atomic_store(&g_plan_s, s);
     atomic_store(&tw__cursor_plan_hook, log_while_planning);
     ASSERT_RC(tw_resume(s), TW_OK);
-    uint64_t end = t_mono_ns() + 10 * T_S;
-    while (!atomic_load(&g_plan_at) && t_mono_ns() < end)
-        t_sleep_ns(T_MS);
-    assert_true(atomic_load(&g_plan_at)); /* the cursor plans, the burst placed */
+    assert_true(wait_flag(&g_plan_at, 10)); /* the cursor plans, the burst placed */
     ASSERT_RC(tw_schedule_at(s, due, t_noop, NULL, NULL), TW_OK);
     assert_int_equal(tw__defer_next_due(s), atomic_load(&g_plan_tick)); /* in our log */
     atomic_store(&g_plan_logged, 1);
