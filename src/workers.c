@@ -964,6 +964,7 @@ static void run_one(tw_service *s, tw_timer h)
  * with a wake-up per callback; stealing costs the owner a relaxed store
  * and a load per callback and a wake-up per batch when a worker is asleep.
  */
+
 /* The plant (tw__runs_plant_no_wait) only: a stealer that has won its
  * position holds the run's pointer for 2 ms before it reads its pair, so
  * that the owner's batch ends, the run is spent and the drainer writes a
