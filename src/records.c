@@ -947,11 +947,12 @@ bool tw__rec_may_trim(tw_records *r, uint64_t in_use)
 int tw__lease_publish(tw_service *s, tw_record *rec, uint32_t idx, bool place,
                       uint64_t tick)
 {
-    /* seq is read only by a holder that places: half the records cross a
-     * line boundary before it (40 bytes each), and a move later (WL6's
-     * touch, a session's idle timeout pushed back) places nothing, so
-     * reading it always cost those a second line, often from the other
-     * core. Relaxed: we hold the lease, and only lease holders write seq. */
+    /* seq is read only by a holder that places. Records are 40 bytes, so
+     * half of them have seq on the line after their state word, and a
+     * move later (WL6's touch, a session's idle timeout pushed back)
+     * places nothing: reading it anyway cost those moves a second line,
+     * often from the other core. Relaxed: we hold the lease, and only
+     * lease holders write seq. */
     uint32_t seq = place ? atomic_load_explicit(&rec->seq, memory_order_relaxed) : 0;
     /* Acquire: see a ZOMBIE mark's writer (cancel/stop) before freeing. */
     uint64_t st = atomic_load_explicit(&rec->state, memory_order_acquire);
