@@ -209,13 +209,26 @@ static void give_room_early(tw_service *s, tw_defer_log *d, uint32_t k)
         hook(s);
 }
 
-/* The least of the page bounds over positions [h, t) (UINT64_MAX: none). */
+/* Page numbers wrap with the positions (2^32 / TW_DEFER_PAGE of them); the
+ * bound of page p is bound[p % TW_DEFER_BOUNDS] on both sides of the wrap,
+ * since TW_DEFER_BOUNDS divides their count. */
+#define PAGE_MASK (UINT32_MAX / TW_DEFER_PAGE)
+_Static_assert((TW_DEFER_PAGE & (TW_DEFER_PAGE - 1)) == 0 &&
+               (PAGE_MASK + 1u) % TW_DEFER_BOUNDS == 0,
+               "page numbers wrap with the positions, bounds with the pages");
+
+/* The least of the page bounds over positions [h, t) (UINT64_MAX: none).
+ * The page number wraps as the positions do: a plain p++ from the head's
+ * page, once the tail had passed 2^32 and the head not yet, ran 2^32
+ * pages round before it met the tail's (the cursor stalled for seconds,
+ * once every 2^32 logged armings of a thread), taking in the bounds of
+ * pages drained long ago (tests/test_defer.c). */
 static uint64_t pages_bound(tw_defer_log *d, uint32_t h, uint32_t t)
 {
     uint64_t min = UINT64_MAX;
     if (h == t)
         return min;
-    for (uint32_t p = h / TW_DEFER_PAGE;; p++) {
+    for (uint32_t p = h / TW_DEFER_PAGE;; p = (p + 1) & PAGE_MASK) {
         /* Relaxed: ordered after the tail that published it (our caller's
          * acquire or seq_cst load). A page's bound is reset only when the
          * owner starts the page TW_DEFER_BOUNDS later, past any tail it

@@ -518,6 +518,49 @@ static void an_early_claim_is_planned_before_logged_timers(void **state)
     tw_destroy(s);
 }
 
+
+/* A log's positions wrap at 2^32 (head and tail are 32-bit). Its bound is
+ * the least of the bounds of the pages between head and tail, and the page
+ * number has to wrap with them: counted on past the wrap, it took in every
+ * page's bound, those of pages drained long ago too (and went 2^32 pages
+ * round first, which stalled the cursor for seconds). Held, the cursor
+ * reads nothing, and the log is ours: its positions are moved near the
+ * wrap, the other pages' bounds are made stale (tick 1), and 32 far timers
+ * go on both sides of it. The bound is theirs, and they are placed. */
+static void a_logs_bound_spans_the_wrap(void **state)
+{
+    (void)state;
+    tw_service *s = t_monotonic(0, T_MS);
+    gate g;
+    hold_cursor(s, &g);
+    tw_timer first;
+    arm_far(s, &first, 1); /* our log */
+    tw_defer_log *d = atomic_load(&s->defer[tw__stripe_mine]);
+    assert_non_null(d);
+    uint32_t near_wrap = UINT32_MAX - 15;
+    atomic_store(&d->head, near_wrap);
+    atomic_store(&d->tail, near_wrap);
+    for (uint32_t i = 0; i < TW_DEFER_BOUNDS; i++)
+        atomic_store(&d->bound[i], 1); /* pages drained long ago */
+    atomic_store(&d->bound[near_wrap / TW_DEFER_PAGE % TW_DEFER_BOUNDS], UINT64_MAX);
+    enum { N = 32 };
+    tw_timer h[N];
+    arm_far(s, h, N);
+    assert_int_equal(atomic_load(&d->tail), N - 16); /* across the wrap */
+    uint64_t bound = tw__defer_bound(s);
+    assert_true(bound >= 3600 * T_S / T_MS); /* an hour of 1 ms ticks */
+    assert_true(bound != UINT64_MAX);
+
+    uint64_t before = tw__reserved_total(s);
+    release_cursor(&g);
+    assert_int_equal(wait_for(s, tw__reserved_total, before + N), before + N);
+    ASSERT_RC(tw_cancel(s, first), TW_OK); /* before the wrap, out of the log: never placed */
+    cancel_each(s, h, N, 0, 1);
+    tw_stats st;
+    tw_stats_get(s, &st);
+    assert_int_equal(st.pending, 0);
+    tw_destroy(s);
+}
 /* MANUAL services never log: the call places, tw_advance finds it. */
 static void manual_services_place_at_once(void **state)
 {
@@ -544,6 +587,7 @@ int main(void)
         cmocka_unit_test_setup(kept_entries_fire_on_time, t_setup),
         cmocka_unit_test_setup(a_kept_log_is_drained_before_it_is_due, t_setup),
         cmocka_unit_test_setup(an_early_claim_is_planned_before_logged_timers, t_setup),
+        cmocka_unit_test_setup(a_logs_bound_spans_the_wrap, t_setup),
         cmocka_unit_test_setup(manual_services_place_at_once, t_setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
