@@ -370,6 +370,11 @@ extern bool tw__rec_plant_no_handshake; /* stress/table_shrink.c only */
  * test can make a reschedule meet that window however loaded the machine
  * is. NULL (the default): nothing is called. Set before the service runs. */
 extern void (*_Atomic tw__rearm_window_hook)(void);
+/* Tests only (tests/test_periodic.c): called by a reschedule that has just
+ * claimed a periodic timer's re-arm, before it stores its deadline in
+ * `handed` (service.c, hand_over). NULL (the default): nothing is called.
+ * Set before the service runs. */
+extern void (*_Atomic tw__handover_claimed_hook)(void);
 /* Tests only (tests/test_workers.c): called by the cursor before each
  * piece of an early claim (wheel.c), with whether the claim has gone late
  * (its tick came) and how many claims it has staged; a nonzero return

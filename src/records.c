@@ -933,8 +933,9 @@ bool tw__rec_may_trim(tw_records *r, uint64_t in_use)
  * deadline fails its claim CAS instead of firing on a stale value. Others
  * never wait for a lease: the drain keeps an entry at the next tick, a
  * cancel or a stop marks the timer ZOMBIE (ended) and the holder frees it
- * on release, a second reschedule is overtaken (it is ordered just before
- * the holder's).
+ * on release (or, a periodic re-arm that a reschedule has claimed, the
+ * second of the two to meet the ZOMBIE: service.c, hand_over), a second
+ * reschedule is overtaken (it is ordered just before the holder's).
  *
  * A holder that places the timer (`place`) gives the placement a new tag
  * first: it bumps seq before its release, so from the release on every
@@ -957,6 +958,21 @@ int tw__lease_publish(tw_service *s, tw_record *rec, uint32_t idx, bool place,
     /* Acquire: see a ZOMBIE mark's writer (cancel/stop) before freeing. */
     uint64_t st = atomic_load_explicit(&rec->state, memory_order_acquire);
     for (;;) {
+        if (tw__st(st) == TW_ST_ZOMBIE && (st & TW_F_DONE) && (st & TW_F_MOVED) &&
+            !(st & TW_F_HANDED)) {
+            /* Our lease is a periodic timer's re-arm, a reschedule claimed
+             * it, and then a cancel or the stop ended the timer: the
+             * claimant may not have stored its deadline in `handed` yet
+             * (service.c, hand_over), so the record must outlive that
+             * store. We leave the free to it: clear DONE. Release: our
+             * writes before its free. */
+            if (atomic_compare_exchange_weak_explicit(&rec->state, &st,
+                                                      tw__ver_bump(st & ~(uint64_t)TW_F_DONE),
+                                                      memory_order_release,
+                                                      memory_order_acquire))
+                return TW_ENOENT;
+            continue;
+        }
         if (tw__st(st) == TW_ST_ZOMBIE) {
             uint64_t freed = tw__rec_free_state(st);
             /* Seq_cst: an end of life that cancel_sync waiters and the stop

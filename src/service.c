@@ -973,8 +973,28 @@ static int move_pending(tw_service *s, tw_record *rec, uint32_t idx, uint64_t de
  *      lease to us (DONE cleared): we write the deadline and publish.
  * Only a claimant stores into `handed`, after its claim changed the
  * state, so a re-arm never applies a deadline whose reschedule then
- * fails or moves again. Returns true with *rc when done, false to look
- * again at *st. */
+ * fails or moves again.
+ *
+ * A cancel or the stop may end the timer (ZOMBIE) between our claim and
+ * our store. The record must then outlive the store: freed at once and
+ * reused, it would take our deadline as another timer's handed one (a
+ * review found it, 2026-11-28: a stale reschedule moved the next timer of
+ * the record 970 ms early). So of the re-arm and us, the second to meet
+ * the ZOMBIE frees it: the first leaves its mark, the re-arm by clearing
+ * DONE (tw__lease_publish), we by setting HANDED, which says we are done
+ * with the record. Returns true with *rc when done, false to look again
+ * at *st. */
+void (*_Atomic tw__handover_claimed_hook)(void); /* tests (internal.h) */
+
+static void handover_claimed_hook(void)
+{
+    /* Relaxed: set before the service runs; a pointer to code, no data. */
+    void (*hook)(void) = atomic_load_explicit(&tw__handover_claimed_hook,
+                                              memory_order_relaxed);
+    if (__builtin_expect(hook != NULL, 0))
+        hook();
+}
+
 static bool hand_over(tw_service *s, tw_record *rec, uint32_t idx, uint64_t *st,
                       uint64_t deadline, int *rc)
 {
@@ -991,22 +1011,16 @@ static bool hand_over(tw_service *s, tw_record *rec, uint32_t idx, uint64_t *st,
                                                memory_order_acquire))
         return false;
     *st = claimed;
+    handover_claimed_hook();
     /* Relaxed: published by the release CAS below. */
     atomic_store_explicit(&tw__periodic(&s->rec, idx, false)->handed, deadline,
                           memory_order_relaxed);
     for (;;) {
-        /* Release: the re-arm's acquire of the state sees `handed`. */
-        if (atomic_compare_exchange_weak_explicit(&rec->state, st,
-                                                  tw__ver_bump(*st) | TW_F_HANDED,
-                                                  memory_order_release,
-                                                  memory_order_acquire)) {
-            tw__count_rare(s, TW_RARE_HANDED_OVER);
-            *rc = TW_OK;
-            return true;
-        }
         if (tw__gen(*st) != gen) {
-            /* Cancelled or stopped under the re-arm, which freed it (the
-             * record may be another timer's by now: touch nothing). */
+            /* Freed: not while we can still be here (the re-arm frees a
+             * ZOMBIE only once we set HANDED, below, or leaves the free to
+             * us), but if so, the record may be another timer's by now:
+             * touch nothing. */
             *rc = TW_ENOENT;
             return true;
         }
@@ -1020,10 +1034,28 @@ static bool hand_over(tw_service *s, tw_record *rec, uint32_t idx, uint64_t *st,
             return true;
         }
         if (tw__st(*st) == TW_ST_ZOMBIE) {
-            *rc = TW_ENOENT; /* ended under the re-arm, which frees it */
+            /* Ended under the re-arm, which has not met it yet: it frees
+             * the record when it does, once HANDED says we are done with
+             * it. Release: our store to `handed` before that free. */
+            if (atomic_compare_exchange_weak_explicit(&rec->state, st,
+                                                      tw__ver_bump(*st) | TW_F_HANDED,
+                                                      memory_order_release,
+                                                      memory_order_acquire)) {
+                *rc = TW_ENOENT;
+                return true;
+            }
+            continue;
+        }
+        /* Release: the re-arm's acquire of the state sees `handed`. */
+        if (atomic_compare_exchange_weak_explicit(&rec->state, st,
+                                                  tw__ver_bump(*st) | TW_F_HANDED,
+                                                  memory_order_release,
+                                                  memory_order_acquire)) {
+            tw__count_rare(s, TW_RARE_HANDED_OVER);
+            *rc = TW_OK;
             return true;
         }
-        /* Spurious failure (weak CAS): try again. */
+        /* Failed (the state moved, or spuriously: weak CAS): look again. */
     }
 }
 

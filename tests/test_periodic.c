@@ -1,6 +1,7 @@
 /* test_periodic.c: tw_schedule_every; fixed rate, no drift, missed runs skipped. */
 #include "tw_test.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 
 static int setup(void **state)
@@ -383,6 +384,112 @@ static void many_periodic_timers_keep_their_phase(void **state)
     tw_destroy(s);
 }
 
+/* ---- a reschedule that claims the re-arm, and a cancel under it ---------- */
+
+/* The runner (here the advancing thread: MANUAL, no workers) holds a
+ * periodic timer's re-arm lease; a reschedule on another thread claims the
+ * re-arm and is held before it stores its deadline in `handed`
+ * (tw__handover_claimed_hook); meanwhile the timer is cancelled. The
+ * record must stay this timer's until the reschedule is done with it:
+ * freed before and reused, the late store landed in the next timer of the
+ * record (a review's program moved that timer 970 ms early). Of the
+ * runner and the reschedule, whichever meets the cancelled timer second
+ * frees the record, once; the reschedule answers TW_ENOENT. */
+typedef struct claim_race {
+    tw_service *s;
+    tw_timer h;
+    bool claimant_first; /* the reschedule ends before the runner publishes */
+    _Atomic int claimed, go, cancel_rc, resched_rc, windows;
+} claim_race;
+
+static claim_race race;
+static pthread_t rescheduler;
+
+static void wait_set(_Atomic int *flag)
+{
+    uint64_t end = t_mono_ns() + 10 * T_S;
+    while (!atomic_load(flag) && t_mono_ns() < end)
+        t_sleep_ns(100 * T_US);
+}
+
+static void held_after_claim(void)
+{
+    atomic_store(&race.claimed, 1);
+    wait_set(&race.go);
+}
+
+static void *reschedule_it(void *arg)
+{
+    (void)arg;
+    atomic_store(&race.resched_rc, tw_reschedule(race.s, race.h, 40 * T_MS));
+    return NULL;
+}
+
+/* In the runner's window (its re-arm lease held): the claim, the cancel,
+ * and, if the claimant goes first, the rest of the reschedule. */
+static void claim_then_cancel(void)
+{
+    if (atomic_fetch_add(&race.windows, 1) != 0)
+        return;
+    CB_EXPECT(pthread_create(&rescheduler, NULL, reschedule_it, NULL) == 0, "pthread_create");
+    wait_set(&race.claimed);
+    CB_EXPECT(atomic_load(&race.claimed), "the reschedule never claimed the re-arm");
+    atomic_store(&race.cancel_rc, tw_cancel(race.s, race.h));
+    if (race.claimant_first) {
+        atomic_store(&race.go, 1);
+        CB_EXPECT(pthread_join(rescheduler, NULL) == 0, "pthread_join");
+    }
+}
+
+static void race_claim_and_cancel(bool claimant_first)
+{
+    race = (claim_race){.claimant_first = claimant_first};
+    tw_service *s = t_service(T_MS, 256, 16);
+    race.s = s;
+    ASSERT_RC(tw_schedule_every(s, 10 * T_MS, 10 * T_MS, t_noop, NULL, &race.h), TW_OK);
+    atomic_store(&tw__rearm_window_hook, claim_then_cancel);
+    atomic_store(&tw__handover_claimed_hook, held_after_claim);
+    ASSERT_RC(tw_advance(s, 10 * T_MS), TW_OK); /* the run, its window, the publish */
+    atomic_store(&tw__rearm_window_hook, NULL);
+    CB_ASSERT_CLEAN();
+    assert_int_equal(atomic_load(&race.windows), 1);
+    assert_int_equal(atomic_load(&race.cancel_rc), TW_OK);
+
+    tw_record *rec = tw__rec_of(&s->rec, race.h);
+    assert_non_null(rec);
+    if (!claimant_first) {
+        uint64_t st = atomic_load(&rec->state);
+        assert_int_equal(tw__gen(st), tw__handle_gen(race.h)); /* not freed under it */
+        assert_int_equal(tw__st(st), TW_ST_ZOMBIE);
+        atomic_store(&race.go, 1);
+        assert_int_equal(pthread_join(rescheduler, NULL), 0);
+    }
+    atomic_store(&tw__handover_claimed_hook, NULL);
+    assert_int_equal(atomic_load(&race.resched_rc), TW_ENOENT);
+    uint64_t st = atomic_load(&rec->state);
+    assert_int_equal(tw__st(st), TW_ST_FREE); /* freed, by the second of the two */
+    assert_int_not_equal(tw__gen(st), tw__handle_gen(race.h));
+
+    tw_stats stats;
+    t_stats(s, &stats);
+    assert_int_equal(stats.fired, 1);
+    assert_int_equal(stats.pending, 0);
+    ASSERT_RC(tw_cancel(s, race.h), TW_ENOENT);
+    tw_destroy(s);
+}
+
+static void a_cancelled_rearm_outlives_its_claimant(void **state)
+{
+    (void)state;
+    race_claim_and_cancel(false);
+}
+
+static void a_cancelled_rearm_is_freed_after_its_claimant(void **state)
+{
+    (void)state;
+    race_claim_and_cancel(true);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -396,6 +503,8 @@ int main(void)
         cmocka_unit_test_setup(period_smaller_than_tick_runs_once_per_advance, setup),
         cmocka_unit_test_setup(huge_period, setup),
         cmocka_unit_test_setup(many_periodic_timers_keep_their_phase, setup),
+        cmocka_unit_test_setup(a_cancelled_rearm_outlives_its_claimant, setup),
+        cmocka_unit_test_setup(a_cancelled_rearm_is_freed_after_its_claimant, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
