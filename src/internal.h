@@ -980,6 +980,8 @@ void tw__deliver(tw_service *s);
  * far as there are batches for it; what is left stays for tw__deliver. */
 void tw__deliver_early(tw_service *s);
 int  tw__pool_start(tw_service *s, uint32_t nthreads);
+/* tw_stop has begun: runners waiting for a deadline give it up. */
+void tw__pool_stopping(tw_service *s);
 void tw__pool_quit(tw_service *s);
 void tw__pool_fini(tw_service *s);  /* tw_destroy: what tw__pool_quit keeps */
 /* Drainer, at a trim period's end: free spare batches past what the last

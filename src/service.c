@@ -1356,6 +1356,7 @@ int tw_stop(tw_service *s, tw_callback on_pending)
     int held = tw__hold(s); /* on_pending runs inside it */
     /* Seq_cst: the stop's half of the pairing with producers (see top). */
     atomic_store_explicit(&s->stop_state, TW_STOPPING, memory_order_seq_cst);
+    tw__pool_stopping(s); /* runners waiting for a deadline give it up */
     tw__cursor_quit(s);
     pthread_mutex_lock(&s->drain_lock); /* waits out a running tw_advance */
     sweep(s, on_pending);

@@ -871,18 +871,25 @@ static uint64_t release_time(const tw_service *s, uint64_t deadline)
     return tw__ceil_div(deadline, q) * q;
 }
 
-/* Sleep until service time t, or until the pool quits (false then).
+/* Sleep until service time t, or until the service stops (false then).
  * While the service is paused, sleep with no timeout: tw_resume bumps
- * quit_seq (pause.c). */
+ * quit_seq (pause.c), and so does tw_stop as it starts (tw__pool_stopping).
+ * Why the stop's start and not only the pool's quit: the cursor waits
+ * here too when it runs timers itself (run_here, no memory for a batch),
+ * and tw_stop joins the cursor before the pool quits; paused, that wait
+ * had no end (a review's program, 2026-11-28: tw_stop blocked for good).
+ * The timer it waited for stays claimed, and the stop sweep drops it. */
 static bool wait_until(tw_service *s, uint64_t t)
 {
     tw_pool *p = &s->pool;
     for (;;) {
-        /* Seq_cst: read the word before the quit flag and the clock state
-         * (see top, and pause.c). */
+        /* Seq_cst: read the word before the quit flag, the stop state and
+         * the clock state (see top, and pause.c). */
         int32_t seq = atomic_load_explicit(&p->quit_seq, memory_order_seq_cst);
-        /* Acquire: pairs with tw__pool_quit's release store. */
-        if (atomic_load_explicit(&p->quit, memory_order_acquire))
+        /* Acquire: pairs with tw__pool_quit's release store. Seq_cst: the
+         * stop state, against tw__pool_stopping's bump of the word. */
+        if (atomic_load_explicit(&p->quit, memory_order_acquire) ||
+            atomic_load_explicit(&s->stop_state, memory_order_seq_cst) != TW_RUN)
             return false;
         if (tw__clock_paused(s)) {
             futex_wait_ns(&p->quit_seq, seq, 0);
@@ -1243,6 +1250,16 @@ int tw__pool_start(tw_service *s, uint32_t nthreads)
         p->nthreads++;
     }
     return TW_OK;
+}
+
+void tw__pool_stopping(tw_service *s)
+{
+    tw_pool *p = &s->pool;
+    /* Seq_cst: after the stop state's store (tw_stop), before the wake:
+     * a runner waiting for a deadline sees the stop or finds the word
+     * changed. */
+    atomic_fetch_add_explicit(&p->quit_seq, 1, memory_order_seq_cst);
+    futex_wake_all(&p->quit_seq);
 }
 
 void tw__pool_quit(tw_service *s)
