@@ -418,8 +418,10 @@ TW_API int tw_stop(tw_service *s, tw_callback on_pending);
 
 /* tw_stop(s, NULL) if needed, join every thread, free everything. NULL is
  * a no-op; so is a call from a callback of s or from its on_pending (it
- * would free what the caller runs on). Must not race with any other call
- * on s. */
+ * would free what the caller runs on), and one whose tw_stop would answer
+ * TW_EDEADLK (from a callback of another service, a cycle of waits): s is
+ * left as it was, to be destroyed later from elsewhere. Must not race with
+ * any other call on s. */
 TW_API void tw_destroy(tw_service *s);
 
 /* ---- Extensions ---------------------------------------------------------- */

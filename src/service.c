@@ -584,12 +584,16 @@ int tw_create(const tw_config *cfg, tw_service **out)
 
 /* From a callback of s or from inside its tw_stop (on_pending) or
  * tw_advance, destroying s would free what the caller is running on: that
- * call is refused and does nothing (documented). */
+ * call is refused and does nothing (documented). So is one whose stop is
+ * refused (TW_EDEADLK: from a callback of another service, its wait for
+ * s's callbacks would close a cycle): s's callbacks still run, and freeing
+ * s under them (as it did before 2026-11-28) was a use after free. */
 void tw_destroy(tw_service *s)
 {
     if (!s || tw__self.s == s || tw__holds(s))
         return;
-    tw_stop(s, NULL);
+    if (tw_stop(s, NULL) != TW_OK)
+        return;
     service_free(s);
 }
 

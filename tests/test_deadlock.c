@@ -207,6 +207,70 @@ static void cycle_through_stop_is_refused(void **state)
     tw_destroy(sv2);
 }
 
+/* The same cycle through tw_destroy: a callback of 2 destroys 1 while a
+ * callback of 1 cancel_syncs it. The destroy's stop is refused (TW_EDEADLK,
+ * nothing done), and so the destroy must do nothing either: it used to
+ * free service 1 all the same, under its running callback (a review's
+ * program: a SEGV in the worker). If the calls come the other way round
+ * (the cancel_sync refused), the destroy waits and completes. */
+static tw_service *dv1, *dv2;
+static tw_timer dy2;
+static atomic_bool dwaiter_started, ddestroyer_started, ddestroy_returned;
+static atomic_int dsync_rc;
+
+static void sync_waiter(tw_timer t, void *arg)
+{
+    (void)t;
+    (void)arg;
+    atomic_store(&dwaiter_started, true);
+    while (!atomic_load(&ddestroyer_started))
+        t_sleep_ns(T_MS);
+    atomic_store(&dsync_rc, tw_cancel_sync(dv2, dy2));
+}
+
+static void destroyer(tw_timer t, void *arg)
+{
+    (void)t;
+    (void)arg;
+    atomic_store(&ddestroyer_started, true);
+    while (!atomic_load(&dwaiter_started))
+        t_sleep_ns(T_MS);
+    t_sleep_ns(50 * T_MS); /* the cancel_sync is waiting by then */
+    tw_destroy(dv1);
+    atomic_store(&ddestroy_returned, true);
+}
+
+static void cycle_through_destroy_does_nothing(void **state)
+{
+    (void)state;
+    tw_config cfg;
+    tw_config_init(&cfg);
+    dv1 = t_service_cfg(&cfg);
+    dv2 = t_service_cfg(&cfg);
+    atomic_store(&dwaiter_started, false);
+    atomic_store(&ddestroyer_started, false);
+    atomic_store(&ddestroy_returned, false);
+    atomic_store(&dsync_rc, 1);
+    ASSERT_RC(tw_schedule(dv1, 10 * T_MS, sync_waiter, NULL, NULL), TW_OK);
+    ASSERT_RC(tw_schedule(dv2, 10 * T_MS, destroyer, NULL, &dy2), TW_OK);
+    while (atomic_load(&dsync_rc) == 1 || !atomic_load(&ddestroy_returned))
+        t_sleep_ns(T_MS);
+    int rc = atomic_load(&dsync_rc);
+    print_message("      tw_cancel_sync: %s\n", t_code(rc));
+    if (rc == TW_EDEADLK) { /* the other way round: service 1 was destroyed */
+        tw_destroy(dv2);
+        return;
+    }
+    ASSERT_RC(rc, TW_ENOENT); /* waited for the destroyer's run to end */
+    tw_stats st;
+    tw_stats_get(dv1, &st); /* service 1 is still there */
+    assert_int_equal(st.fired, 1);
+    ASSERT_RC(tw_schedule(dv1, T_S, t_noop, NULL, NULL), TW_OK);
+    ASSERT_RC(tw_stop(dv1, NULL), TW_OK);
+    tw_destroy(dv1);
+    tw_destroy(dv2);
+}
+
 /* ---- calls from on_pending --------------------------------------------------- */
 
 static tw_service *pend_s;
@@ -244,6 +308,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(cancel_sync_cycle_of_three_is_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(cancel_sync_chain_waits, setup, teardown),
         cmocka_unit_test_setup_teardown(cycle_through_stop_is_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(cycle_through_destroy_does_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(stop_from_on_pending_is_edeadlk, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
