@@ -158,6 +158,8 @@ static inline uint64_t tw__with_st(uint64_t w, uint32_t st)
  * every tick otherwise gained an entry per round trip, and every copy was
  * re-placed until the timer ended). seq is never reset: gen and seq only
  * grow, so a tag repeats only after 2^31 frees and moves of one record.
+ * (A chunk given back reads as zeros, seq too; its records' next life
+ * starts its generations past every tag they reached: records.c, scan.)
  * Why a word of its own, not bits of the state word: the state word has
  * none to spare (a 32-bit generation, a 24-bit version against ABA, the
  * flags), and a tag of a few bits repeats after a few hundred moves, which

@@ -64,7 +64,8 @@
  *      reads the count (seq_cst); a pop the count did not see took its
  *      count off after that read, so its CAS comes after the bump and
  *      fails on the closed head.
- *   4. Scan, TW_SCAN_SLICE records a step: the furthest generation any
+ *   4. Scan, TW_SCAN_SLICE records a step: the furthest generation, or
+ *      placement tag (generation + seq: the discard zeroes seq), any
  *      record reached. Then the trimmer takes the list (nobody else can
  *      touch it now) and sets chunk_gen past that generation, so a stale
  *      handle is mistaken only after 2^31 reuses or more of its record (a
@@ -786,9 +787,20 @@ static void scan_step(tw_records *r, uint32_t top, uint32_t n)
     uint32_t from = atomic_load_explicit(&r->chunk_gen[top], memory_order_relaxed);
     uint32_t end = n - r->step_at > TW_SCAN_SLICE ? r->step_at + TW_SCAN_SLICE : n;
     for (uint32_t i = r->step_at; i < end; i++) {
-        /* Relaxed: ordered by check_drained's acquire of the count. */
-        uint32_t d = tw__gen(atomic_load_explicit(&tw__rec(r, i)->state,
-                                                  memory_order_relaxed)) - from;
+        /* Past the generation and the placement tag (gen + seq) a record
+         * reached: the discard zeroes seq, so a record's first tag in its
+         * next life is its fresh generation, and one no further than its
+         * last tag named an entry it left in a slot (a cancelled timer's)
+         * as current: the drain placed that entry for the new timer, a
+         * second current entry (a review's test, 2026-11-28). seq only
+         * grows, so gen + seq is past every tag the record's entries
+         * carry. Relaxed: ordered by check_drained's acquire of the count
+         * (every record is free: no lease holder writes seq). */
+        tw_record *rec = tw__rec(r, i);
+        uint32_t gen = tw__gen(atomic_load_explicit(&rec->state, memory_order_relaxed));
+        uint32_t seq = atomic_load_explicit(&rec->seq, memory_order_relaxed);
+        uint32_t d = gen - from, t = gen + seq - from;
+        d = t > d ? t : d;
         r->far = d > r->far ? d : r->far;
     }
     r->step_at = end;

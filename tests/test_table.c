@@ -115,6 +115,61 @@ static void burst_table_is_given_back(void **state)
     tw_destroy(s);
 }
 
+
+/* Entries left in slots by a record's last life stay stale in its next:
+ * a timer moved earlier twice leaves three entries (tags gen + 0, 1, 2)
+ * and is cancelled; the chunk is given back, which zeroes seq. The next
+ * timer on that record must not carry one of those tags: its generation
+ * used to start just past the old one, so its first tag was the old
+ * timer's last, and the drain placed the old entry for it (two current
+ * entries, tw__check fails; a review's test, 2026-11-28). */
+static void old_entries_stay_stale_after_a_give_back(void **state)
+{
+    (void)state;
+    tw_service *s = manual_service();
+    tw_timer *h = malloc((BURST + 200) * sizeof *h);
+    assert_non_null(h);
+    arm_at(s, BURST, tw_now(s) + 5 * T_MS, h);
+    uint32_t top = 0;
+    for (uint32_t i = 1; i < BURST; i++)
+        top = tw__handle_idx(h[i]) > tw__handle_idx(h[top]) ? i : top;
+    uint32_t x = tw__handle_idx(h[top]);
+    assert_true(x >= chunk_start(6));
+    ASSERT_RC(tw_cancel(s, h[top]), TW_OK); /* x is the next record handed out */
+    uint64_t t0 = tw_now(s);
+    tw_timer a;
+    ASSERT_RC(tw_schedule_at(s, t0 + 10 * T_S, t_noop, NULL, &a), TW_OK);
+    assert_int_equal(tw__handle_idx(a), x);
+    ASSERT_RC(tw_reschedule_at(s, a, t0 + 9900 * T_MS), TW_OK);
+    ASSERT_RC(tw_reschedule_at(s, a, t0 + 9800 * T_MS), TW_OK);
+    tw_record *rx = tw__rec(&s->rec, x);
+    uint32_t last_tag = tw__rec_tag(rx, atomic_load(&rx->state));
+    ASSERT_RC(tw_cancel(s, a), TW_OK); /* its three entries stay in their slots */
+    idle_for(s, 10);
+    idle_for(s, 8 * PERIOD / T_MS);
+    assert_int_equal(given_back(s), 2);
+
+    arm_at(s, BURST + 200, t0 + 20 * T_S, h); /* far: past the old entries */
+    tw_timer b = 0;
+    for (uint32_t i = 0; i < BURST + 200; i++)
+        if (tw__handle_idx(h[i]) == x)
+            b = h[i];
+    assert_true(b != 0);
+    uint32_t tag = tw__rec_tag(rx, atomic_load(&rx->state));
+    if (((tag - last_tag) & TW_TAG_MASK) == 0 || ((tag - last_tag) & TW_TAG_MASK) >= 1u << 30)
+        fail_msg("the new timer's tag %u is not past the old one's last %u", tag, last_tag);
+    CHECK(s);
+    while (tw_now(s) < t0 + 15 * T_S) /* past the old entries' slots */
+        ASSERT_RC(tw_advance(s, tw_now(s) + 100 * T_MS), TW_OK);
+    CHECK(s);
+    uint64_t fired = t_fired(s);
+    while (tw_now(s) < t0 + 21 * T_S)
+        ASSERT_RC(tw_advance(s, tw_now(s) + 100 * T_MS), TW_OK);
+    assert_int_equal(t_fired(s) - fired, BURST + 200);
+    assert_int_equal(tw__pending(s), 0);
+    free(h);
+    tw_destroy(s);
+}
 /* Handles into a chunk given back stay stale: refused before the chunk is
  * used again, and after (its records start past every old generation). */
 static void stale_handles_stay_stale(void **state)
@@ -404,6 +459,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(burst_table_is_given_back),
         cmocka_unit_test(stale_handles_stay_stale),
+        cmocka_unit_test(old_entries_stay_stale_after_a_give_back),
         cmocka_unit_test(pending_timer_keeps_its_chunk),
         cmocka_unit_test(closed_top_reopens_when_needed),
         cmocka_unit_test(reopen_while_giving_back),
