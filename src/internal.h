@@ -95,7 +95,7 @@ enum {
 
 /* Every thread-local of the library. Initial-exec: in the shared library
  * the default (general-dynamic) model calls __tls_get_addr on every
- * access, six calls in one cancel. They come to 97 bytes, which a library
+ * access, six calls in one cancel. They come to 161 bytes, which a library
  * loaded late (dlopen) takes from glibc's static TLS surplus;
  * scripts/test-consumer.sh checks both (at most 256 bytes). */
 #define TW_TLS _Thread_local __attribute__((tls_model("initial-exec")))
@@ -1005,12 +1005,19 @@ uint64_t tw__next_period_deadline(const tw_service *s, uint64_t deadline, uint64
 
 /* What the current thread is inside (TW_EDEADLK checks, threads.c): the
  * callback it runs, and the services whose tw_advance or tw_stop it is
- * inside (nested: a callback may stop another service). */
+ * inside (nested: a callback may stop another service), each with the
+ * callback the thread was running when it entered it: a callback of A
+ * that calls tw_advance of B runs B's callbacks nested in its own, and
+ * A's stays held all along (before 2026-11-28 only the innermost was
+ * known, and a wait for the outer one from a nested callback slept for
+ * good instead of answering TW_EDEADLK). */
 #define TW_HOLDS 4
 typedef struct tw_running_tls {
     tw_service *s;       /* the callback it runs: service (NULL: none) ... */
     tw_timer t;          /* ... and handle */
     tw_service *holds[TW_HOLDS];
+    tw_service *outer_s[TW_HOLDS]; /* the callback it ran when it took holds[i] */
+    tw_timer outer_t[TW_HOLDS];
 } tw_running_tls;
 extern TW_TLS tw_running_tls tw__self;
 
@@ -1080,6 +1087,10 @@ static inline void tw__rec_push_free(tw_records *r, uint32_t idx)
 int  tw__thread_start(pthread_t *t, void *(*fn)(void *), void *arg, const char *name);
 /* Holdings of the calling thread: is it inside tw_advance or tw_stop of s;
  * enter one (a slot for tw__unhold, -1 if nested too deep); leave it. */
+/* The thread runs a callback of s (innermost or held outside a hold),
+ * or that very callback t of s. */
+bool tw__in_callback_of(const tw_service *s);
+bool tw__in_callback(const tw_service *s, tw_timer t);
 bool tw__holds(const tw_service *s);
 int  tw__hold(tw_service *s);
 void tw__unhold(int slot);

@@ -590,7 +590,7 @@ int tw_create(const tw_config *cfg, tw_service **out)
  * s under them (as it did before 2026-11-28) was a use after free. */
 void tw_destroy(tw_service *s)
 {
-    if (!s || tw__self.s == s || tw__holds(s))
+    if (!s || tw__in_callback_of(s) || tw__holds(s))
         return;
     if (tw_stop(s, NULL) != TW_OK)
         return;
@@ -897,7 +897,7 @@ int tw_cancel_sync(tw_service *s, tw_timer t)
 {
     if (!s)
         return TW_EINVAL;
-    if (tw__self.s == s && tw__self.t == t)
+    if (tw__in_callback(s, t))
         return TW_EDEADLK;
     tw_record *rec = tw__rec_of(&s->rec, t);
     if (!rec)
@@ -1144,7 +1144,7 @@ int tw_advance(tw_service *s, uint64_t now_ns)
 {
     if (!s || s->cfg.clock != TW_CLOCK_MANUAL)
         return TW_EINVAL;
-    if (tw__self.s == s || tw__holds(s))
+    if (tw__in_callback_of(s) || tw__holds(s))
         return TW_EDEADLK; /* from its callback, its on_pending, inside itself */
     if (stopping(s))
         return TW_ESHUTDOWN;
@@ -1247,7 +1247,7 @@ static bool pending_info(tw_service *s, uint32_t idx, tw_timer_info *info)
 size_t tw_foreach_pending(tw_service *s, void (*fn)(const tw_timer_info *info, void *ctx),
                           void *ctx)
 {
-    if (!s || !fn || tw__self.s == s)
+    if (!s || !fn || tw__in_callback_of(s))
         return 0; /* from a callback of s: documented, nothing called */
     size_t calls = 0;
     uint32_t high = tw__records_high(&s->rec);
@@ -1344,7 +1344,7 @@ int tw_stop(tw_service *s, tw_callback on_pending)
 {
     if (!s)
         return TW_EINVAL;
-    if (tw__self.s == s || tw__holds(s))
+    if (tw__in_callback_of(s) || tw__holds(s))
         return TW_EDEADLK;
     tw_wait_saved outer;
     int wrc = tw__wait_begin(s, TW_WAIT_CALLBACKS, 0, &outer);

@@ -125,6 +125,8 @@ typedef struct tw_waiter {
     _Atomic tw_timer run_t;           /* ... and handle (0: none) */
     _Atomic(tw_service *) holds[TW_HOLDS]; /* services whose tw_advance or
                                          tw_stop it is inside (NULL: none) */
+    _Atomic(tw_service *) outer_s[TW_HOLDS]; /* the callbacks it runs outside */
+    _Atomic tw_timer outer_t[TW_HOLDS];    /* those (tw_running_tls) */
     /* What it waits for. */
     _Atomic int kind;                 /* TW_WAIT_*; NONE: not waiting */
     _Atomic(tw_service *) wait_s;
@@ -197,17 +199,30 @@ static bool holds_anything(void)
     return false;
 }
 
+/* Does w run callback t of s (any callback of s if t is 0), innermost or
+ * outside one of its holds? */
+static bool waiter_runs(tw_waiter *w, tw_service *s, tw_timer t)
+{
+    /* Acquire (all loads): pairs with the publisher's seq_cst stores. */
+    if (atomic_load_explicit(&w->run_s, memory_order_acquire) == s &&
+        (!t || atomic_load_explicit(&w->run_t, memory_order_acquire) == t))
+        return true;
+    for (int i = 0; i < TW_HOLDS; i++)
+        if (atomic_load_explicit(&w->outer_s[i], memory_order_acquire) == s &&
+            (!t || atomic_load_explicit(&w->outer_t[i], memory_order_acquire) == t))
+            return true;
+    return false;
+}
+
 /* Does w (a snapshot of its fields) hold what (kind, s, t) waits for? */
 static bool waiter_holds(tw_waiter *w, int kind, tw_service *s, tw_timer t)
 {
-    /* Acquire (all loads): pairs with the publisher's seq_cst stores. */
     if (kind == TW_WAIT_TIMER)
-        return atomic_load_explicit(&w->run_s, memory_order_acquire) == s &&
-               atomic_load_explicit(&w->run_t, memory_order_acquire) == t;
-    if (kind == TW_WAIT_CALLBACKS &&
-        atomic_load_explicit(&w->run_s, memory_order_acquire) == s)
+        return waiter_runs(w, s, t);
+    if (kind == TW_WAIT_CALLBACKS && waiter_runs(w, s, 0))
         return true;
     for (int i = 0; i < TW_HOLDS; i++)
+        /* Acquire: as above. */
         if (atomic_load_explicit(&w->holds[i], memory_order_acquire) == s)
             return true;
     return false;
@@ -270,8 +285,11 @@ static void publish(tw_waiter *w, int kind, tw_service *s, tw_timer t)
     /* Relaxed, these: published by the seq_cst store of kind below. */
     atomic_store_explicit(&w->run_s, tw__self.s, memory_order_relaxed);
     atomic_store_explicit(&w->run_t, tw__self.t, memory_order_relaxed);
-    for (int i = 0; i < TW_HOLDS; i++)
+    for (int i = 0; i < TW_HOLDS; i++) {
         atomic_store_explicit(&w->holds[i], tw__self.holds[i], memory_order_relaxed);
+        atomic_store_explicit(&w->outer_s[i], tw__self.outer_s[i], memory_order_relaxed);
+        atomic_store_explicit(&w->outer_t[i], tw__self.outer_t[i], memory_order_relaxed);
+    }
     atomic_store_explicit(&w->wait_s, s, memory_order_relaxed);
     atomic_store_explicit(&w->wait_t, t, memory_order_relaxed);
     /* Seq_cst: the publisher's half of the pairing with the searches. */
@@ -318,11 +336,33 @@ bool tw__holds(const tw_service *s)
     return false;
 }
 
+bool tw__in_callback_of(const tw_service *s)
+{
+    if (tw__self.s == s)
+        return true;
+    for (int i = 0; i < TW_HOLDS; i++)
+        if (tw__self.outer_s[i] == s)
+            return true;
+    return false;
+}
+
+bool tw__in_callback(const tw_service *s, tw_timer t)
+{
+    if (tw__self.s == s && tw__self.t == t)
+        return true;
+    for (int i = 0; i < TW_HOLDS; i++)
+        if (tw__self.outer_s[i] == s && tw__self.outer_t[i] == t)
+            return true;
+    return false;
+}
+
 int tw__hold(tw_service *s)
 {
     for (int i = 0; i < TW_HOLDS; i++) {
         if (!tw__self.holds[i]) {
             tw__self.holds[i] = s;
+            tw__self.outer_s[i] = tw__self.s; /* runs on, nested */
+            tw__self.outer_t[i] = tw__self.t;
             return i;
         }
     }
@@ -331,6 +371,9 @@ int tw__hold(tw_service *s)
 
 void tw__unhold(int slot)
 {
-    if (slot >= 0)
+    if (slot >= 0) {
         tw__self.holds[slot] = NULL;
+        tw__self.outer_s[slot] = NULL;
+        tw__self.outer_t[slot] = 0;
+    }
 }

@@ -377,12 +377,13 @@ static uint64_t run_timer_at(tw_service *s, tw_timer h, run_ctx *ctx)
         tw__budget_give(s); /* a one-shot is no longer pending once it starts */
     lateness_add(ctx, now - deadline);
 
-    tw_running_tls saved = tw__self;
+    tw_service *outer_s = tw__self.s; /* a callback we run nested in (tw_advance) */
+    tw_timer outer_t = tw__self.t;
     tw__self.s = s;
     tw__self.t = h;
     cb(h, arg);
-    tw__self.s = saved.s;
-    tw__self.t = saved.t;
+    tw__self.s = outer_s;
+    tw__self.t = outer_t;
 
     if (periodic) {
         finish_periodic(s, rec, idx, deadline);

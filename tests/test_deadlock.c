@@ -271,6 +271,71 @@ static void cycle_through_destroy_does_nothing(void **state)
     tw_destroy(dv2);
 }
 
+/* ---- a callback that drives another service ------------------------------------ */
+
+/* A callback of service 1 calls tw_advance of a MANUAL service, whose
+ * callback then runs nested in it, on the same thread. Waits for the outer
+ * callback from the nested one are waits for the thread itself: each is
+ * refused (TW_EDEADLK, nothing done), as from the outer callback itself.
+ * Before 2026-11-28 only the innermost callback was known, and each of
+ * these slept for good (a review's program). */
+static tw_service *nv1, *nvm;
+static tw_timer nouter;
+static atomic_int nsync_rc, nstop_rc, nforeach, nadvance_rc, ndone;
+
+static void count_info(const tw_timer_info *info, void *ctx)
+{
+    (void)info;
+    (void)ctx;
+}
+
+static void nested_waiter(tw_timer t, void *arg)
+{
+    (void)t;
+    (void)arg;
+    atomic_store(&nsync_rc, tw_cancel_sync(nv1, nouter));
+    atomic_store(&nstop_rc, tw_stop(nv1, NULL));
+    atomic_store(&nforeach, (int)tw_foreach_pending(nv1, count_info, NULL));
+    tw_destroy(nv1); /* refused: does nothing */
+}
+
+static void outer_driver(tw_timer t, void *arg)
+{
+    (void)t;
+    (void)arg;
+    CB_EXPECT(tw_schedule(nvm, 0, nested_waiter, NULL, NULL) == TW_OK, "tw_schedule");
+    atomic_store(&nadvance_rc, tw_advance(nvm, tw_now(nvm) + T_MS));
+    atomic_store(&ndone, 1);
+}
+
+static void nested_waits_for_the_outer_callback_are_refused(void **state)
+{
+    (void)state;
+    tw_config cfg;
+    tw_config_init(&cfg);
+    nv1 = t_service_cfg(&cfg);
+    nvm = t_service(T_MS, 64, 4);
+    atomic_store(&nsync_rc, 1);
+    atomic_store(&nstop_rc, 1);
+    atomic_store(&nforeach, -1);
+    atomic_store(&ndone, 0);
+    ASSERT_RC(tw_schedule(nv1, T_S, t_noop, NULL, NULL), TW_OK); /* one pending */
+    ASSERT_RC(tw_schedule(nv1, 10 * T_MS, outer_driver, NULL, &nouter), TW_OK);
+    while (!atomic_load(&ndone))
+        t_sleep_ns(T_MS);
+    CB_ASSERT_CLEAN();
+    ASSERT_RC(atomic_load(&nadvance_rc), TW_OK);
+    ASSERT_RC(atomic_load(&nsync_rc), TW_EDEADLK);
+    ASSERT_RC(atomic_load(&nstop_rc), TW_EDEADLK);
+    assert_int_equal(atomic_load(&nforeach), 0); /* from a callback of 1: nothing */
+    tw_stats st;
+    tw_stats_get(nv1, &st); /* not destroyed, not stopped */
+    assert_int_equal(st.pending, 1);
+    ASSERT_RC(tw_schedule(nv1, T_S, t_noop, NULL, NULL), TW_OK);
+    tw_destroy(nvm);
+    tw_destroy(nv1);
+}
+
 /* ---- calls from on_pending --------------------------------------------------- */
 
 static tw_service *pend_s;
@@ -309,6 +374,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(cancel_sync_chain_waits, setup, teardown),
         cmocka_unit_test_setup_teardown(cycle_through_stop_is_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(cycle_through_destroy_does_nothing, setup, teardown),
+        cmocka_unit_test_setup_teardown(nested_waits_for_the_outer_callback_are_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(stop_from_on_pending_is_edeadlk, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
