@@ -179,8 +179,9 @@ static void *table_map(size_t bytes)
  * 32-bit space (golden-ratio steps), so a handle of another service names
  * a generation this service's record reaches only after as many reuses as
  * the two bases lie apart: TW_ENOENT until then, not another service's
- * timer. Golden-ratio steps keep any k bases at least about 2^32 / k^2
- * apart, so the bound shrinks as a process creates services: ~10^9
+ * timer. Golden-ratio steps keep the first k bases about 2^32 / (2.3 k)
+ * apart at the closest (the three-gap theorem: 1 / (sqrt(5) k) of the
+ * circle), so the bound shrinks as a process creates services: ~10^9
  * reuses for the first two, ~3 * 10^6 among 600 created (README, Limits). */
 static _Atomic uint32_t service_serial;
 
