@@ -377,6 +377,11 @@ extern void (*_Atomic tw__rearm_window_hook)(void);
  * `handed` (service.c, hand_over). NULL (the default): nothing is called.
  * Set before the service runs. */
 extern void (*_Atomic tw__handover_claimed_hook)(void);
+/* Tests only (tests/test_pause.c): called by a runner that has claimed a
+ * timer for its run (FIRING -> RUNNING), before its callback's call, with
+ * the pause gate still up. NULL (the default): nothing is called. Set
+ * before the service runs. */
+extern void (*_Atomic tw__run_claimed_hook)(void);
 /* Tests only (tests/test_workers.c): called by the cursor before each
  * piece of an early claim (wheel.c), with whether the claim has gone late
  * (its tick came) and how many claims it has staged; a nonzero return

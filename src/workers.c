@@ -343,6 +343,16 @@ static void finish_oneshot(tw_record *rec, uint32_t idx, uint64_t st, run_ctx *c
         freed_flush(ctx);
 }
 
+void (*_Atomic tw__run_claimed_hook)(void); /* tests only (internal.h) */
+
+static void run_claimed_hook(void)
+{
+    /* Relaxed: set before the service runs; a pointer to code, no data. */
+    void (*hook)(void) = atomic_load_explicit(&tw__run_claimed_hook, memory_order_relaxed);
+    if (__builtin_expect(hook != NULL, 0))
+        hook();
+}
+
 /* Run timer h if it is still FIRING and due by `now` (service time, read
  * at or before the run's start; also its lateness reading). Returns 0 when
  * done with h (run, or gone), else h's deadline, which is after now. */
@@ -364,7 +374,7 @@ static uint64_t run_timer_at(tw_service *s, tw_timer h, run_ctx *ctx)
     /* Counted before the gate opens: once tw_pause returns, stats.fired
      * holds every run that will start before tw_resume (tests/test_pause.c). */
     TW_COUNT(s, fired, 1);
-    tw__gate_leave();
+    run_claimed_hook();
     if (inline_now && inline_now->s == s)
         raise_claim_floor(s, inline_now);
     bool periodic = (st & TW_F_PERIODIC) != 0;
@@ -381,6 +391,10 @@ static uint64_t run_timer_at(tw_service *s, tw_timer h, run_ctx *ctx)
     tw_timer outer_t = tw__self.t;
     tw__self.s = s;
     tw__self.t = h;
+    /* The gate opens at the callback's call, not at the claim: a runner
+     * preempted between the two (the budget, the lateness figures) started
+     * its callback after tw_pause had returned (a review, 2026-11-28). */
+    tw__gate_leave();
     cb(h, arg);
     tw__self.s = outer_s;
     tw__self.t = outer_t;

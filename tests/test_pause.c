@@ -595,6 +595,72 @@ static void stop_paused_workers_0(void **state)
     stop_works_on_a_paused_service(0, 100 * T_US);
 }
 
+/* A runner that has claimed a timer is not yet at its callback: the
+ * budget and the lateness figures come first. tw_pause waits for it there
+ * (its gate is up until the callback's call): the gate used to open at the
+ * claim, and a runner preempted in between started its callback after
+ * tw_pause had returned (a review, 2026-11-28). The runner is held after
+ * its claim (tw__run_claimed_hook); tw_pause, on another thread, must not
+ * return meanwhile. */
+static _Atomic int held_in, held_go, paused_back, cb_started;
+
+static void hold_after_claim(void)
+{
+    atomic_store(&held_in, 1);
+    uint64_t end = mono() + 10 * T_S;
+    while (!atomic_load(&held_go) && mono() < end)
+        t_sleep_ns(100 * T_US);
+}
+
+static void note_start(tw_timer t, void *arg)
+{
+    (void)t;
+    (void)arg;
+    atomic_store(&cb_started, 1);
+}
+
+static void *pause_it(void *arg)
+{
+    tw_pause(arg);
+    atomic_store(&paused_back, 1);
+    return NULL;
+}
+
+static void pause_waits_for_a_claimed_run(void **state)
+{
+    (void)state;
+    atomic_store(&held_in, 0);
+    atomic_store(&held_go, 0);
+    atomic_store(&paused_back, 0);
+    atomic_store(&cb_started, 0);
+    tw_config cfg;
+    tw_config_init(&cfg);
+    tw_service *s = t_service_cfg(&cfg);
+    atomic_store(&tw__run_claimed_hook, hold_after_claim);
+    ASSERT_RC(tw_schedule(s, 5 * T_MS, note_start, NULL, NULL), TW_OK);
+    uint64_t end = mono() + 10 * T_S;
+    while (!atomic_load(&held_in) && mono() < end)
+        t_sleep_ns(100 * T_US);
+    assert_true(atomic_load(&held_in));
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, pause_it, s), 0);
+    t_sleep_ns(50 * T_MS);
+    assert_int_equal(atomic_load(&paused_back), 0); /* waits for the claimed run */
+    assert_int_equal(atomic_load(&cb_started), 0);
+    atomic_store(&held_go, 1);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    atomic_store(&tw__run_claimed_hook, NULL);
+    tw_stats st;
+    tw_stats_get(s, &st);
+    assert_int_equal(st.fired, 1);
+    ASSERT_RC(tw_resume(s), TW_OK);
+    end = mono() + 10 * T_S;
+    while (!atomic_load(&cb_started) && mono() < end)
+        t_sleep_ns(100 * T_US);
+    assert_true(atomic_load(&cb_started));
+    tw_destroy(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -615,6 +681,7 @@ int main(void)
         cmocka_unit_test_setup(no_cpu_paused_pool_short_tick, setup),
         cmocka_unit_test_setup(no_cpu_paused_workers_0, setup),
         cmocka_unit_test_setup(pause_does_not_wait_for_running_callbacks, setup),
+        cmocka_unit_test_setup(pause_waits_for_a_claimed_run, setup),
         cmocka_unit_test_setup(from_callbacks_pool, setup),
         cmocka_unit_test_setup(from_callbacks_workers_0, setup),
         cmocka_unit_test_setup(stop_paused_pool, setup),
