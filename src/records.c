@@ -69,7 +69,11 @@
  *      record reached. Then the trimmer takes the list (nobody else can
  *      touch it now) and sets chunk_gen past that generation, so a stale
  *      handle is mistaken only after 2^31 reuses or more of its record (a
- *      chunk whose generations spread wider is kept instead).
+ *      chunk whose generations spread wider is kept instead) within one
+ *      life of the chunk; across lives, every record's generation moves on
+ *      by the busiest record's reuses at each give-back, so a handle kept
+ *      that long is mistaken after 2^32 reuses of the chunk's busiest
+ *      records, summed over its lives, however little its own was used.
  *   5. Give the pages back (MADV_DONTNEED), TW_DISCARD_SLICE pages a step
  *      from the end, then the chunk's side array and what the cursor
  *      populated above it; then the high-water mark goes down to the
