@@ -855,7 +855,11 @@ static void discard_step(tw_records *r, uint32_t top)
          * again only when producers grow into it again. */
         uint32_t base = chunk_base(top);
         r->prefault_done = r->prefault_done < base ? r->prefault_done : base;
-        /* Relaxed: only fresh indexes raise it, and they are shut. */
+        /* Relaxed: fresh indexes are shut, but a producer that took one
+         * before and is only now asking (ask_prefault) may raise it again
+         * after this store: the cursor then populates up to
+         * TW_PREFAULT_AHEAD records here again, the bound at the top; a
+         * request this store overwrites only loses a populate ahead. */
         atomic_store_explicit(&r->prefault_want, r->prefault_done, memory_order_relaxed);
     }
     end_give_back(r, top);
