@@ -37,7 +37,10 @@
  * Progress. tw_schedule, tw_schedule_every, tw_schedule_at, tw_schedule_many,
  * tw_reschedule, tw_reschedule_at, tw_cancel, tw_cancel_many and tw_next_due
  * take no lock and never wait: a thread stopped half-way through one of them
- * blocks neither other callers nor the cursor. tw_wake_fd, tw_now,
+ * blocks neither other callers nor the cursor. One exception, with
+ * max_timers set: an arming that finds every unit taken waits for a thread
+ * stopped while handing units back (inside tw_cancel, or a callback's
+ * start), rather than answer a TW_EAGAIN that would be false. tw_wake_fd, tw_now,
  * tw_stats_get and tw_resume take no lock either; tw_pause and
  * tw_foreach_pending take none but may wait a few instructions for another
  * thread (a runner about to start a callback; a move of the timer being
@@ -169,8 +172,10 @@ typedef struct tw_config {
                                 shared by all threads is touched per call.
                                 A unit freed before an arming began is
                                 found by it; to be sure of that before it
-                                refuses, an arming at the cap may yield to
-                                a thread preempted while moving units. */
+                                refuses, an arming that finds none free
+                                waits (yielding) for a thread preempted
+                                while moving units, the one wait of the
+                                arming calls (see Progress). */
     tw_clock clock;          /* MONOTONIC: own cursor thread; MANUAL: caller drives tw_advance */
 } tw_config;
 

@@ -371,11 +371,14 @@ void tw__budget_give(tw_service *s)
     if (have >= 2 * s->budget_block) {
         int64_t keep = have;
         move_begin(s);
-        /* Relaxed: the counting move orders it; a sweep that emptied us
-         * meanwhile wins. */
+        /* Seq_cst: a sweep whose exchange reads what this CAS left must
+         * also see our move_begin, or it may count itself alone having
+         * missed the block in our hands (store-buffering: relaxed was
+         * enough on x86 only; a review, 2026-11-28). A sweep that emptied
+         * us meanwhile wins. */
         if (atomic_compare_exchange_strong_explicit(&st->budget, &keep,
                                                     have - s->budget_block,
-                                                    memory_order_relaxed,
+                                                    memory_order_seq_cst,
                                                     memory_order_relaxed))
             pool_give(s, s->budget_block);
         move_end(s);
