@@ -747,6 +747,9 @@ typedef struct tw_wheel {
                                     claimed timer that has not left FIRING */
     uint64_t due_from;           /* drainer: step_from of the last step */
     uint64_t claimed;            /* drainer: claims not yet counted in `claims` */
+    uint64_t out_before;         /* drainer: exits (fired + firing_left) read
+                                    before the first of those claims (wheel.c,
+                                    claims_left) */
     tw_vec staged;               /* drainer: (key, handle) pairs claimed early for
                                     staged_tick (wheel.c, early claims) */
     uint64_t staged_tick;        /* also the tick of a suspended claim's stash */
@@ -1246,13 +1249,16 @@ static inline tw_stripe *tw__stripe(tw_service *s)
 }
 static inline void tw__count_add(_Atomic uint64_t *c, uint64_t n)
 {
-    /* Relaxed: counters order nothing; a snapshot sums the stripes. An
-     * owned stripe has one writer, so load + store loses no update. */
+    /* Release: a reader that sums a counter, then fences (acquire), sees
+     * every count made before this one, such as a timer's arming before
+     * its end (tw__pending; a plain store or a locked add on x86 either
+     * way). An owned stripe has one writer, so load + store loses no
+     * update. */
     if (tw__stripe_owned)
         atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n,
-                              memory_order_relaxed);
+                              memory_order_release);
     else
-        atomic_fetch_add_explicit(c, n, memory_order_relaxed);
+        atomic_fetch_add_explicit(c, n, memory_order_release);
 }
 #define TW_COUNT(s, field, n) tw__count_add(&tw__stripe(s)->field, (n))
 void tw__count_rare(tw_service *s, int which);

@@ -435,10 +435,25 @@ static uint64_t pending_of(uint64_t scheduled, uint64_t cancelled, uint64_t drop
     return scheduled > left ? scheduled - left : 0;
 }
 
+/* Ends first, then armings, each group after an acquire fence (the counts
+ * are release: tw__count_add): a timer armed and ended between the reads
+ * counts as pending, never a pending timer as ended, so a busy service
+ * never reads 0 while a timer is pending (tw_next_due's "nothing pending"
+ * answer: with the armings read first, clang's order, a timer armed and
+ * cancelled meanwhile made another pending one vanish; a review's
+ * program). fired before periodic_runs: a periodic run counts as such
+ * before it counts as fired (workers.c), so no periodic run in `fired`
+ * is taken for a one-shot's end. */
 uint64_t tw__pending(tw_service *s)
 {
-    return pending_of(SUM(s, armed) - SUM(s, aborted), SUM(s, cancelled), SUM(s, dropped),
-                      SUM(s, fired), SUM(s, periodic_runs));
+    uint64_t fired = SUM(s, fired);
+    atomic_thread_fence(memory_order_acquire);
+    uint64_t periodic_runs = SUM(s, periodic_runs);
+    uint64_t cancelled = SUM(s, cancelled), dropped = SUM(s, dropped);
+    uint64_t aborted = SUM(s, aborted);
+    atomic_thread_fence(memory_order_acquire);
+    uint64_t armed = SUM(s, armed);
+    return pending_of(armed - aborted, cancelled, dropped, fired, periodic_runs);
 }
 
 uint64_t tw__pending_due(tw_service *s)

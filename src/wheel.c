@@ -681,13 +681,25 @@ static void hands_empty(tw_wheel *w, uint64_t from)
  * tick, from): a deadline already passed was due at the first tick not
  * processed when it was placed, from at the earliest). The floor is raised
  * only when no claim is left unstarted (all claims counted out), so it is
- * at or before every claimed timer still FIRING. */
+ * at or before every claimed timer still FIRING.
+ *
+ * Which exits: those read before the first claim not yet counted
+ * (out_before). Exits read now would include those of the claims being
+ * counted (a cancel of a timer this step has just claimed), which `claims`
+ * does not hold yet, and an older claim still FIRING looked done: the
+ * floor went past it, and tw_next_due answered later than its due tick (a
+ * review's program: an early claim's piece, a cancel in the burst). */
+static uint64_t exits_so_far(tw_service *s)
+{
+    /* Relaxed: counters; a stale (smaller) sum only keeps the floor lower. */
+    return tw__fired_total(s) + tw__firing_left_total(s);
+}
+
 static uint64_t claims_left(tw_service *s)
 {
-    /* Relaxed: counters; a stale (smaller) sum of exits only keeps the
-     * floor lower. Only the drainer writes claims. */
-    uint64_t out = tw__fired_total(s) + tw__firing_left_total(s);
+    /* Relaxed: only the drainer writes claims. */
     uint64_t in = atomic_load_explicit(&s->wheel.claims, memory_order_relaxed);
+    uint64_t out = s->wheel.out_before;
     return in > out ? in - out : 0;
 }
 
@@ -758,6 +770,8 @@ static void take_entry(tw_service *s, uint64_t v, uint64_t T, tw_vec *into, uint
             return;
         }
         TW_INJECT(TW_INJ_CASCADE);
+        if (s->wheel.claimed == 0)
+            s->wheel.out_before = exits_so_far(s); /* before our first claim */
         /* Acq_rel: acquire what a reschedule published; release our claim
          * to whoever runs it. Fails if cancel, reschedule or stop won. */
         if (atomic_compare_exchange_strong_explicit(

@@ -371,19 +371,22 @@ static uint64_t run_timer_at(tw_service *s, tw_timer h, run_ctx *ctx)
         tw__gate_leave();
         return claim == CLAIM_EARLY ? deadline : 0;
     }
-    /* Counted before the gate opens: once tw_pause returns, stats.fired
-     * holds every run that will start before tw_resume (tests/test_pause.c). */
+    bool periodic = (st & TW_F_PERIODIC) != 0;
+    /* A periodic run is counted as one before it is counted as fired: a
+     * reader of stats.pending (fired, then periodic_runs: tw__pending)
+     * never takes it for a one-shot's end. Counted before the gate opens:
+     * once tw_pause returns, stats.fired holds every run that will start
+     * before tw_resume (tests/test_pause.c). */
+    if (periodic)
+        TW_COUNT(s, periodic_runs, 1);
     TW_COUNT(s, fired, 1);
     run_claimed_hook();
     if (inline_now && inline_now->s == s)
         raise_claim_floor(s, inline_now);
-    bool periodic = (st & TW_F_PERIODIC) != 0;
     /* Relaxed: ordered after the claim, which acquired the arming. */
     tw_callback cb = atomic_load_explicit(&rec->cb, memory_order_relaxed);
     void *arg = atomic_load_explicit(&rec->arg, memory_order_relaxed);
-    if (periodic)
-        TW_COUNT(s, periodic_runs, 1);
-    else
+    if (!periodic)
         tw__budget_give(s); /* a one-shot is no longer pending once it starts */
     lateness_add(ctx, now - deadline);
 

@@ -618,6 +618,81 @@ static void reschedule_at_moves_both_ways_and_periodic_runs(void **state)
     tw_destroy(s);
 }
 
+/* ---- claimed, not yet started ------------------------------------------------- */
+
+/* A MONOTONIC pool claims a tick's timers ahead, and a claimed timer is
+ * pending until it starts: tw_next_due must not answer past it. X (tick 8)
+ * is claimed at tick 7 and waits for its deadline; then the cursor claims
+ * a burst of tick 10 early, in pieces, and between two pieces one of the
+ * burst's claimed timers is cancelled (tw__early_piece_hook). The claim
+ * floor used to count that exit against the older claims, found none left,
+ * and rose to tick 10: tw_next_due answered past X (a review's program). */
+#define FLOOR_TICK (100 * T_MS)
+#define FLOOR_BURST 17000
+static tw_service *floor_s;
+static tw_timer floor_burst[FLOOR_BURST];
+static atomic_int floor_cancelled, floor_x_ran;
+
+static int cancel_a_claimed_one(bool late, size_t staged)
+{
+    (void)late;
+    if (staged < 512 || atomic_load(&floor_cancelled))
+        return 0;
+    for (int i = 0; i < FLOOR_BURST; i++) {
+        tw_record *rec = tw__rec(&floor_s->rec, tw__handle_idx(floor_burst[i]));
+        if (tw__st(atomic_load(&rec->state)) == TW_ST_FIRING) {
+            CB_EXPECT(tw_cancel(floor_s, floor_burst[i]) == TW_OK, "cancel of a claimed timer");
+            atomic_store(&floor_cancelled, 1);
+            break;
+        }
+    }
+    return 0;
+}
+
+static void note_x(tw_timer t, void *arg)
+{
+    (void)t;
+    (void)arg;
+    atomic_store(&floor_x_ran, 1);
+}
+
+static void next_due_holds_at_a_claimed_timer(void **state)
+{
+    (void)state;
+    atomic_store(&floor_cancelled, 0);
+    atomic_store(&floor_x_ran, 0);
+    tw__lanes_override = 1;
+    tw__early_lead_override = 2;
+    atomic_store(&tw__early_piece_hook, cancel_a_claimed_one);
+    tw_config cfg;
+    tw_config_init(&cfg);
+    cfg.tick_ns = FLOOR_TICK;
+    cfg.workers = 1;
+    floor_s = t_service_cfg(&cfg);
+    tw__lanes_override = 0;
+    tw__early_lead_override = 0;
+    uint64_t o = floor_s->origin;
+    ASSERT_RC(tw_schedule_at(floor_s, o + 8 * FLOOR_TICK, note_x, NULL, NULL), TW_OK);
+    for (int i = 0; i < FLOOR_BURST; i++)
+        ASSERT_RC(tw_schedule_at(floor_s, o + 10 * FLOOR_TICK - (uint64_t)(i % 1000) * T_US,
+                                 t_noop, NULL, &floor_burst[i]),
+                  TW_OK);
+    while (tw_now(floor_s) < o + 7 * FLOOR_TICK + FLOOR_TICK / 2)
+        t_sleep_ns(T_MS);
+    uint64_t due = tw_next_due(floor_s);
+    bool x_ran = atomic_load(&floor_x_ran);
+    bool cancelled = atomic_load(&floor_cancelled);
+    atomic_store(&tw__early_piece_hook, NULL);
+    CB_ASSERT_CLEAN();
+    if (!x_ran && cancelled && due > o + 8 * FLOOR_TICK)
+        fail_msg("tw_next_due = origin + %.2f ticks past X, claimed and due at 8",
+                 (double)(due - o) / (double)FLOOR_TICK);
+    if (!cancelled || x_ran)
+        print_message("      the race was not met (cancelled %d, X ran %d): nothing checked\n",
+                      cancelled, x_ran);
+    tw_destroy(floor_s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -639,6 +714,7 @@ int main(void)
         cmocka_unit_test_setup(past_deadline_means_next_tick, setup),
         cmocka_unit_test_setup(errors_as_the_relative_forms, setup),
         cmocka_unit_test_setup(reschedule_at_moves_both_ways_and_periodic_runs, setup),
+        cmocka_unit_test_setup(next_due_holds_at_a_claimed_timer, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
