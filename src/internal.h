@@ -554,6 +554,11 @@ void  tw__seg_retire(tw_segs *g, void *p, size_t bytes, bool table);
 /* Drainer: advance the grace steps, free what is past them. True while
  * anything waits to be freed. */
 bool  tw__seg_poll(tw_service *s);
+/* The MANUAL clock's drainer (tw_advance) when nothing is left pending:
+ * finish the grace periods now, waiting a little for readers, since a
+ * loop told nothing is pending may not advance again. True if some
+ * memory still waits (a reader was preempted). */
+bool  tw__seg_settle(tw_service *s);
 bool  tw__seg_waiting(const tw_segs *g);
 void  tw__segs_fini(tw_service *s);
 

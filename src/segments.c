@@ -124,6 +124,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -626,6 +627,32 @@ bool tw__seg_poll(tw_service *s)
     if (g->stepping && readers_gone(s, g->old_phase)) {
         g->stepping = false;
         free_list(s, &g->two, true); /* retired before the step before this one */
+        list_hand_over(&g->two, &g->one);
+    }
+    return tw__seg_waiting(g);
+}
+
+/* Readers of a phase (a producer's publish, a tw_next_due scan) leave
+ * within a few instructions unless preempted: how long tw__seg_settle
+ * waits for them (yields) before it leaves the rest to a later step. */
+#define SETTLE_YIELDS 1000
+
+bool tw__seg_settle(tw_service *s)
+{
+    tw_segs *g = &s->wheel.segs;
+    take_unused(g);
+    trim_cache(s);
+    /* Two steps take what was retired before the first to freed. */
+    for (int round = 0; round < 3 && tw__seg_waiting(g); round++) {
+        if (!g->stepping)
+            step_begin(s);
+        for (int y = 0; !readers_gone(s, g->old_phase); y++) {
+            if (y == SETTLE_YIELDS)
+                return true;
+            sched_yield();
+        }
+        g->stepping = false;
+        free_list(s, &g->two, true);
         list_hand_over(&g->two, &g->one);
     }
     return tw__seg_waiting(g);

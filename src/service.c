@@ -1192,6 +1192,12 @@ int tw_advance(tw_service *s, uint64_t now_ns)
          * the drain lock). No cursor comes back for the trim: the next
          * advance does. */
         tw__wheel_trim(s, now_ns);
+        /* With nothing left pending, tw_next_due answers UINT64_MAX and an
+         * event loop may never advance again: what the drains detached
+         * would wait for good (a review: 8 MiB of a million-timer burst's
+         * segments). So free it now rather than at a later step. */
+        if (tw__pending_due(s) == 0)
+            (void)tw__seg_settle(s);
         tw__unhold(held);
     }
     pthread_mutex_unlock(&s->drain_lock);
