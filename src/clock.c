@@ -27,6 +27,30 @@ uint64_t tw__clock_monotonic(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* A pause in two steps, so that no reading of the clock is ever later than
+ * the value it freezes at. The pause first marks the state PAUSING (one
+ * CAS: the freeze as runners and tw_pause's look at them see it), then
+ * reads the clock and stores PAUSED | that reading's service time. A
+ * reader that meets PAUSING does the second step itself (whoever's CAS
+ * lands decides the value), so nobody waits for a pauser that was
+ * preempted. A reader that met the running state checks it again after
+ * its clock read: a reading taken before the mark is earlier than the
+ * frozen value (read after the mark), one that straddles it is retried.
+ * Before 2026-11-28 a reader preempted between its look at the state and
+ * its clock read returned a time past the frozen one, and a runner ran a
+ * timer due in between early after tw_resume; a pauser preempted between
+ * its clock read and its CAS froze the clock behind times already read
+ * (a review's programs). */
+static void finish_pause(tw_service *s, uint64_t pausing)
+{
+    uint64_t frozen = tw__clock_monotonic() - (pausing & ~TW_CLOCK_PAUSING);
+    /* Seq_cst: as the mark's CAS. Strong: a failure means another
+     * reader or the pauser finished it (only this step leaves PAUSING). */
+    atomic_compare_exchange_strong_explicit(&s->clock_state, &pausing,
+                                            TW_CLOCK_PAUSED | frozen,
+                                            memory_order_seq_cst, memory_order_relaxed);
+}
+
 uint64_t tw__clock_read(const tw_service *s)
 {
     if (s->cfg.clock == TW_CLOCK_MANUAL) {
@@ -34,12 +58,26 @@ uint64_t tw__clock_read(const tw_service *s)
          * sees the new time also sees what the advancing thread did first. */
         return atomic_load_explicit(&((tw_service *)s)->manual_now, memory_order_acquire);
     }
+    tw_service *w = (tw_service *)s;
     /* Acquire: pairs with tw_pause / tw_resume's CAS, so a reader that
      * sees the frozen or restarted clock sees what came before it. */
-    uint64_t st = atomic_load_explicit(&((tw_service *)s)->clock_state, memory_order_acquire);
-    if (st & TW_CLOCK_PAUSED)
-        return st & ~TW_CLOCK_PAUSED;
-    return tw__clock_monotonic() - st;
+    uint64_t st = atomic_load_explicit(&w->clock_state, memory_order_acquire);
+    for (;;) {
+        if (st & TW_CLOCK_PAUSED)
+            return st & ~TW_CLOCK_PAUSED;
+        if (st & TW_CLOCK_PAUSING) {
+            finish_pause(w, st);
+        } else {
+            uint64_t now = tw__clock_monotonic() - st;
+            /* Acquire: as above; unchanged, the reading was taken while
+             * the clock ran with this total (see finish_pause). */
+            uint64_t again = atomic_load_explicit(&w->clock_state, memory_order_acquire);
+            if (again == st)
+                return now;
+        }
+        /* Acquire: as above. */
+        st = atomic_load_explicit(&w->clock_state, memory_order_acquire);
+    }
 }
 
 bool tw__clock_paused(const tw_service *s)
@@ -47,33 +85,48 @@ bool tw__clock_paused(const tw_service *s)
     /* Seq_cst: waiters read their futex word, then this (pause.c). */
     return s->cfg.clock == TW_CLOCK_MONOTONIC &&
            (atomic_load_explicit(&((tw_service *)s)->clock_state, memory_order_seq_cst) &
-            TW_CLOCK_PAUSED);
+            TW_CLOCK_FROZEN);
 }
 
 bool tw__clock_pause(tw_service *s)
 {
     /* Relaxed: a first guess; the CAS decides. */
     uint64_t st = atomic_load_explicit(&s->clock_state, memory_order_relaxed);
-    while (!(st & TW_CLOCK_PAUSED)) {
-        uint64_t frozen = tw__clock_monotonic() - st;
-        /* Seq_cst: the freeze comes before tw_pause's look at the runners'
+    for (;;) {
+        if (st & TW_CLOCK_PAUSED)
+            return false;
+        if (st & TW_CLOCK_PAUSING) {
+            finish_pause(s, st); /* another pause's: done once this returns */
+            return false;
+        }
+        /* Seq_cst: the mark comes before tw_pause's look at the runners'
          * gates (pause.c) and before any waiter's look at the state. */
-        if (atomic_compare_exchange_weak_explicit(&s->clock_state, &st,
-                                                  TW_CLOCK_PAUSED | frozen,
+        if (atomic_compare_exchange_weak_explicit(&s->clock_state, &st, st | TW_CLOCK_PAUSING,
                                                   memory_order_seq_cst,
-                                                  memory_order_relaxed))
+                                                  memory_order_relaxed)) {
+            finish_pause(s, st | TW_CLOCK_PAUSING);
             return true;
+        }
     }
-    return false;
 }
 
 bool tw__clock_resume(tw_service *s)
 {
     /* Relaxed: a first guess; the CAS decides. */
     uint64_t st = atomic_load_explicit(&s->clock_state, memory_order_relaxed);
-    while (st & TW_CLOCK_PAUSED) {
+    for (;;) {
+        if (st & TW_CLOCK_PAUSING) {
+            finish_pause(s, st); /* a pause on its way: finish it first */
+            /* Relaxed: as above. */
+            st = atomic_load_explicit(&s->clock_state, memory_order_relaxed);
+            continue;
+        }
+        if (!(st & TW_CLOCK_PAUSED))
+            return false;
         /* Service time goes on from the frozen value: the new paused total
-         * is now minus it (>= the old total: time only moves forward). */
+         * is now minus it (>= the old total: time only moves forward). A
+         * resumer preempted before its CAS restarts the clock from its
+         * reading: forward, by the preemption, never back. */
         uint64_t paused_total = tw__clock_monotonic() - (st & ~TW_CLOCK_PAUSED);
         /* Seq_cst: before the wake-ups that follow (pause.c, gate_wait). */
         if (atomic_compare_exchange_weak_explicit(&s->clock_state, &st, paused_total,
@@ -81,7 +134,6 @@ bool tw__clock_resume(tw_service *s)
                                                   memory_order_relaxed))
             return true;
     }
-    return false;
 }
 
 void tw__clock_sleep_until(uint64_t mono_ns)
@@ -100,7 +152,7 @@ void tw__clock_sleep_until_service(const tw_service *s, uint64_t t)
     }
     /* Acquire: as in tw__clock_read. */
     uint64_t st = atomic_load_explicit(&((tw_service *)s)->clock_state, memory_order_acquire);
-    if (st & TW_CLOCK_PAUSED || t > UINT64_MAX - st)
+    if (st & TW_CLOCK_FROZEN || t > UINT64_MAX - st)
         return;
     tw__clock_sleep_until(t + st); /* a resume meanwhile only wakes us early */
 }

@@ -854,8 +854,12 @@ void tw__claim_floor_set(tw_service *s, uint64_t tick);
 /* ---- clock.c ----------------------------------------------------------- */
 
 /* clock_state (MONOTONIC): running, the ns spent paused so far; paused,
- * TW_CLOCK_PAUSED | the frozen service time (pause.c). */
-#define TW_CLOCK_PAUSED (1ull << 63)
+ * TW_CLOCK_PAUSED | the frozen service time (pause.c); on the way there,
+ * TW_CLOCK_PAUSING | the ns spent paused so far (clock.c: any reader
+ * finishes the pause). Runners treat both as paused (TW_CLOCK_FROZEN). */
+#define TW_CLOCK_PAUSED  (1ull << 63)
+#define TW_CLOCK_PAUSING (1ull << 62)
+#define TW_CLOCK_FROZEN  (TW_CLOCK_PAUSED | TW_CLOCK_PAUSING)
 uint64_t tw__clock_read(const tw_service *s);      /* ns, the service's clock */
 uint64_t tw__clock_monotonic(void);
 void     tw__clock_sleep_until(uint64_t mono_ns);  /* absolute, CLOCK_MONOTONIC */
@@ -1315,7 +1319,7 @@ static inline bool tw__gate_enter(tw_service *s)
     tw__fence_light();
     /* Relaxed: the fence pairing orders it against tw_pause's freeze. */
     if (__builtin_expect(!(atomic_load_explicit(&s->clock_state, memory_order_relaxed) &
-                           TW_CLOCK_PAUSED), 1))
+                           TW_CLOCK_FROZEN), 1))
         return true;
     return tw__gate_blocked(s);
 }

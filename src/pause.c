@@ -68,7 +68,7 @@ bool tw__gate_blocked(tw_service *s)
         atomic_store_explicit(g, 1, memory_order_relaxed);
         tw__fence_light();
         /* Relaxed: as in tw__gate_enter. */
-        if (!(atomic_load_explicit(&s->clock_state, memory_order_relaxed) & TW_CLOCK_PAUSED))
+        if (!(atomic_load_explicit(&s->clock_state, memory_order_relaxed) & TW_CLOCK_FROZEN))
             return true;
     }
 }

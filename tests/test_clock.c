@@ -1,0 +1,135 @@
+/* test_clock.c: the MONOTONIC clock across tw_pause (src/clock.c). A
+ * reading of tw_now is never later than the value the pause freezes at,
+ * and never goes backwards, however the reader's or the pauser's thread is
+ * preempted between its look at the clock's state and its clock read.
+ *
+ * This executable is linked with --wrap=clock_gettime: the library's clock
+ * reads come here, and a thread that set `hold_next` is held inside its
+ * next one (before the real read, or after it) until the test lets it go,
+ * which stands for a preemption at that point. */
+#include "tw_test.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+int __real_clock_gettime(clockid_t c, struct timespec *ts);
+int __wrap_clock_gettime(clockid_t c, struct timespec *ts);
+
+static _Thread_local int hold_next;   /* 1: hold before the read, 2: after */
+static _Atomic int held, let_go;
+
+static void wait_flag(_Atomic int *f)
+{
+    for (int i = 0; !atomic_load(f) && i < 10000; i++) {
+        struct timespec d = {0, 1000000};
+        nanosleep(&d, NULL);
+    }
+}
+
+int __wrap_clock_gettime(clockid_t c, struct timespec *ts)
+{
+    int mode = hold_next;
+    hold_next = 0;
+    if (mode == 1) {
+        atomic_store(&held, 1);
+        wait_flag(&let_go);
+    }
+    int rc = __real_clock_gettime(c, ts);
+    if (mode == 2) {
+        atomic_store(&held, 1);
+        wait_flag(&let_go);
+    }
+    return rc;
+}
+
+static tw_service *monotonic_service(void)
+{
+    tw_config cfg;
+    tw_config_init(&cfg);
+    return t_service_cfg(&cfg);
+}
+
+/* A reader looks at the state (running), then is held before its clock
+ * read while the service is paused. It used to return its later reading,
+ * past the frozen value (a runner holding such a `now` ran a timer early
+ * after tw_resume; a review's program). */
+static tw_service *g_s;
+static _Atomic uint64_t g_read;
+
+static void *read_held(void *arg)
+{
+    (void)arg;
+    hold_next = 1;
+    atomic_store(&g_read, tw_now(g_s));
+    return NULL;
+}
+
+static void a_reading_across_the_pause_is_not_past_it(void **state)
+{
+    (void)state;
+    atomic_store(&held, 0);
+    atomic_store(&let_go, 0);
+    g_s = monotonic_service();
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, read_held, NULL), 0);
+    wait_flag(&held);
+    assert_true(atomic_load(&held));
+    ASSERT_RC(tw_pause(g_s), TW_OK);
+    uint64_t frozen = tw_now(g_s);
+    t_sleep_ns(5 * T_MS); /* real time moves on past the freeze */
+    atomic_store(&let_go, 1);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    uint64_t got = atomic_load(&g_read);
+    if (got > frozen)
+        fail_msg("a reading %" PRIu64 " ns past the frozen clock", got - frozen);
+    ASSERT_RC(tw_resume(g_s), TW_OK);
+    assert_true(tw_now(g_s) >= frozen);
+    tw_destroy(g_s);
+}
+
+/* The pauser is held after its clock read, before the state changes,
+ * while another thread reads the clock. The pause used to freeze at its
+ * own (earlier) reading, behind what the other thread had been told: the
+ * clock went backwards (a review's program). */
+static void *pause_held(void *arg)
+{
+    (void)arg;
+    hold_next = 2;
+    tw_pause(g_s);
+    return NULL;
+}
+
+static void the_clock_never_goes_back_across_a_held_pause(void **state)
+{
+    (void)state;
+    atomic_store(&held, 0);
+    atomic_store(&let_go, 0);
+    g_s = monotonic_service();
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, pause_held, NULL), 0);
+    wait_flag(&held);
+    assert_true(atomic_load(&held));
+    uint64_t max_seen = 0;
+    for (int i = 0; i < 1000; i++) { /* while the pauser is held */
+        uint64_t now = tw_now(g_s);
+        max_seen = now > max_seen ? now : max_seen;
+    }
+    t_sleep_ns(2 * T_MS);
+    max_seen = tw_now(g_s) > max_seen ? tw_now(g_s) : max_seen;
+    atomic_store(&let_go, 1);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    uint64_t frozen = tw_now(g_s);
+    if (frozen < max_seen)
+        fail_msg("paused at %" PRIu64 " ns before a time already read", max_seen - frozen);
+    ASSERT_RC(tw_resume(g_s), TW_OK);
+    tw_destroy(g_s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(a_reading_across_the_pause_is_not_past_it),
+        cmocka_unit_test(the_clock_never_goes_back_across_a_held_pause),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
