@@ -35,8 +35,12 @@ uint64_t tw__ns_of_tick(const tw_service *s, uint64_t tick)
 
 static void poke_fd(tw_service *s)
 {
-    /* Acquire: pairs with the CAS that installed it. */
-    int fd = atomic_load_explicit(&s->wake_fd, memory_order_acquire);
+    /* Seq_cst: pairs with the CAS that installed it, and against its
+     * installer's look at known_due (tw_wake_fd): a producer lowered
+     * known_due, then reads the descriptor; the installer stored it, then
+     * reads known_due; store-buffering, so one of the two sees the other
+     * only with both seq_cst (acquire was enough on x86 only; a review). */
+    int fd = atomic_load_explicit(&s->wake_fd, memory_order_seq_cst);
     uint64_t one = 1;
     if (fd >= 0 && write(fd, &one, sizeof one) < 0) {
         /* EAGAIN: the counter is full, so the descriptor is readable. */
@@ -112,9 +116,9 @@ int tw_wake_fd(tw_service *s)
     int mine = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (mine < 0)
         return errno == ENOMEM ? TW_ENOMEM : TW_EAGAIN;
-    /* Acq_rel: publish ours, or read the winner's. */
+    /* Seq_cst: publish ours, or read the winner's; and see poke_fd. */
     if (!atomic_compare_exchange_strong_explicit(&s->wake_fd, &fd, mine,
-                                                 memory_order_acq_rel,
+                                                 memory_order_seq_cst,
                                                  memory_order_acquire)) {
         close(mine);
         return fd;

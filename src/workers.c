@@ -403,8 +403,15 @@ static uint64_t run_timer_at(tw_service *s, tw_timer h, run_ctx *ctx)
     tw__self.t = outer_t;
 
     if (periodic) {
-        finish_periodic(s, rec, idx, deadline);
+        /* Counted before the re-arm is placed: a tw_next_due that finds
+         * the new entry then counts the timer as pending with a due time,
+         * not as running. Counted after, one that found the entry only as
+         * a far slot's bound (beyond wheel_slots ticks) took the timer for
+         * a running one and answered "nothing pending", and the re-arm's
+         * wake-up check had read the loop's previous answer: the loop
+         * slept for good (a review's program, 2026-11-28). */
         TW_COUNT(s, periodic_ended, 1);
+        finish_periodic(s, rec, idx, deadline);
     } else {
         finish_oneshot(rec, idx, st, ctx);
     }
