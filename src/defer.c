@@ -306,8 +306,12 @@ static bool drain_log(tw_service *s, tw_defer_log *d, bool some)
 /* Stripe i's log, or NULL if its owners never logged a timer. */
 static tw_defer_log *log_of(tw_service *s, uint32_t i)
 {
-    /* Acquire: the log as its owner initialised it. */
-    return atomic_load_explicit(&s->defer[i], memory_order_acquire);
+    /* Acquire: the log as its owner initialised it. Seq_cst: the cursor
+     * reads the logs after it publishes its plan (wake_tick, see the top),
+     * and a log made by its owner's first logged arming must be among
+     * them, as its tail is (a review: acquire left that to the seq_cst
+     * loads that happen to come between; a plain load on x86). */
+    return atomic_load_explicit(&s->defer[i], memory_order_seq_cst);
 }
 
 /* The least of f over the logs there are (UINT64_MAX: none). */
