@@ -40,7 +40,11 @@ uint64_t tw__clock_monotonic(void)
  * its clock read returned a time past the frozen one, and a runner ran a
  * timer due in between early after tw_resume; a pauser preempted between
  * its clock read and its CAS froze the clock behind times already read
- * (a review's programs). */
+ * (a review's programs). One window is left, on a clock whose readings
+ * 100 ns apart can be equal: a pauser preempted in finish_pause while
+ * another thread finishes the pause, resumes at the same reading (the
+ * paused total then unchanged) and pauses again; its stale CAS then
+ * matches. With CLOCK_MONOTONIC in ns (TSC, kvm-clock) readings differ. */
 static void finish_pause(tw_service *s, uint64_t pausing)
 {
     uint64_t frozen = tw__clock_monotonic() - (pausing & ~TW_CLOCK_PAUSING);

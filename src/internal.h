@@ -555,9 +555,9 @@ void  tw__seg_retire(tw_segs *g, void *p, size_t bytes, bool table);
  * anything waits to be freed. */
 bool  tw__seg_poll(tw_service *s);
 /* The MANUAL clock's drainer (tw_advance) when nothing is left pending:
- * finish the grace periods now, waiting a little for readers, since a
- * loop told nothing is pending may not advance again. True if some
- * memory still waits (a reader was preempted). */
+ * finish the grace periods now, since a loop told nothing is pending may
+ * not advance again; a reader still inside leaves the rest to a later
+ * step (no wait). True if some memory still waits. */
 bool  tw__seg_settle(tw_service *s);
 bool  tw__seg_waiting(const tw_segs *g);
 void  tw__segs_fini(tw_service *s);

@@ -124,7 +124,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <sched.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -632,11 +631,11 @@ bool tw__seg_poll(tw_service *s)
     return tw__seg_waiting(g);
 }
 
-/* Readers of a phase (a producer's publish, a tw_next_due scan) leave
- * within a few instructions unless preempted: how long tw__seg_settle
- * waits for them (yields) before it leaves the rest to a later step. */
-#define SETTLE_YIELDS 1000
-
+/* It does not wait for a reader still inside (a producer's publish, a
+ * tw_next_due scan, preempted there): that would make tw_advance wait for
+ * a stalled caller (a review: 1.5 s beside a held reader), against the
+ * progress the header promises. What such a reader holds up is left to a
+ * later step, as before. */
 bool tw__seg_settle(tw_service *s)
 {
     tw_segs *g = &s->wheel.segs;
@@ -646,11 +645,8 @@ bool tw__seg_settle(tw_service *s)
     for (int round = 0; round < 3 && tw__seg_waiting(g); round++) {
         if (!g->stepping)
             step_begin(s);
-        for (int y = 0; !readers_gone(s, g->old_phase); y++) {
-            if (y == SETTLE_YIELDS)
-                return true;
-            sched_yield();
-        }
+        if (!readers_gone(s, g->old_phase))
+            return true;
         g->stepping = false;
         free_list(s, &g->two, true);
         list_hand_over(&g->two, &g->one);
