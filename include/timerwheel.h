@@ -181,13 +181,16 @@ typedef struct tw_config {
 
 typedef struct tw_stats {
     uint64_t pending;        /* armed and not yet started, cancelled or dropped
-                                (periodic: until cancelled or dropped) */
+                                (periodic: until cancelled or dropped; one
+                                cancelled during its run: until that run
+                                returns) */
     uint64_t scheduled;      /* timers armed: successful tw_schedule,
                                 tw_schedule_every, tw_schedule_at, and each
                                 timer tw_schedule_many armed */
     uint64_t fired;          /* callback runs started */
     uint64_t cancelled;      /* successful tw_cancel, tw_cancel_sync, and each
-                                TW_OK of tw_cancel_many */
+                                TW_OK of tw_cancel_many (a periodic timer's
+                                during its run: counted when the run returns) */
     uint64_t rescheduled;    /* successful tw_reschedule + tw_reschedule_at */
     uint64_t dropped;        /* timers handed to on_pending by tw_stop */
     uint64_t ticks;          /* ticks the cursor has processed */

@@ -179,6 +179,7 @@ static void finish_periodic(tw_service *s, tw_record *rec, uint32_t idx,
         if (st & TW_F_LEASE)
             return;
         if (st & TW_F_CANCELREQ) {
+            TW_COUNT(s, cancelled, 1); /* cancelled during its run (service.c) */
             tw__rec_push_free(&s->rec, idx);
             return;
         }

@@ -693,6 +693,62 @@ static void next_due_holds_at_a_claimed_timer(void **state)
     tw_destroy(floor_s);
 }
 
+/* A periodic timer cancelled during its run, seen from another thread
+ * while that run goes on inside tw_advance: it has no due time (its run is
+ * in progress), and the far one-shot beside it is still pending, so the
+ * answer is finite. The cancel used to leave the pending count at once
+ * and the runs in progress only when the run returned: counted off twice,
+ * the one-shot vanished and the answer was UINT64_MAX (a review). */
+static tw_service *cr_s;
+static _Atomic int cr_in, cr_go;
+
+static void cr_run(tw_timer t, void *arg)
+{
+    (void)t;
+    (void)arg;
+    atomic_store(&cr_in, 1);
+    for (int i = 0; !atomic_load(&cr_go) && i < 10000; i++)
+        t_sleep_ns(T_MS);
+}
+
+static void *cr_advance(void *arg)
+{
+    (void)arg;
+    CB_EXPECT(tw_advance(cr_s, T_MS) == TW_OK, "tw_advance");
+    return NULL;
+}
+
+static void a_periodic_cancelled_in_its_run_leaves_the_rest(void **state)
+{
+    (void)state;
+    atomic_store(&cr_in, 0);
+    atomic_store(&cr_go, 0);
+    cr_s = t_service(T_MS, 64, 4);
+    tw_timer far, p;
+    ASSERT_RC(tw_schedule(cr_s, 10 * T_S, t_noop, NULL, &far), TW_OK); /* a bound only */
+    ASSERT_RC(tw_schedule_every(cr_s, T_MS, T_MS, cr_run, NULL, &p), TW_OK);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, cr_advance, NULL), 0);
+    for (int i = 0; !atomic_load(&cr_in) && i < 10000; i++)
+        t_sleep_ns(T_MS);
+    assert_true(atomic_load(&cr_in));
+    ASSERT_RC(tw_cancel(cr_s, p), TW_OK);
+    uint64_t due = tw_next_due(cr_s);
+    atomic_store(&cr_go, 1);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    CB_ASSERT_CLEAN();
+    if (due == UINT64_MAX)
+        fail_msg("UINT64_MAX with a timer pending 10 s away");
+    assert_true(due <= 10 * T_S);
+    tw_stats st;
+    t_stats(cr_s, &st);
+    assert_int_equal(st.cancelled, 1);
+    assert_int_equal(st.pending, 1);
+    ASSERT_RC(tw_cancel(cr_s, far), TW_OK);
+    assert_true(tw_next_due(cr_s) == UINT64_MAX);
+    tw_destroy(cr_s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -715,6 +771,7 @@ int main(void)
         cmocka_unit_test_setup(errors_as_the_relative_forms, setup),
         cmocka_unit_test_setup(reschedule_at_moves_both_ways_and_periodic_runs, setup),
         cmocka_unit_test_setup(next_due_holds_at_a_claimed_timer, setup),
+        cmocka_unit_test_setup(a_periodic_cancelled_in_its_run_leaves_the_rest, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
