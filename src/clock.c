@@ -69,18 +69,17 @@ uint64_t tw__clock_read(const tw_service *s)
     for (;;) {
         if (st & TW_CLOCK_PAUSED)
             return st & ~TW_CLOCK_PAUSED;
-        if (st & TW_CLOCK_PAUSING) {
+        uint64_t now = 0;
+        if (st & TW_CLOCK_PAUSING)
             finish_pause(w, st);
-        } else {
-            uint64_t now = tw__clock_monotonic() - st;
-            /* Acquire: as above; unchanged, the reading was taken while
-             * the clock ran with this total (see finish_pause). */
-            uint64_t again = atomic_load_explicit(&w->clock_state, memory_order_acquire);
-            if (again == st)
-                return now;
-        }
-        /* Acquire: as above. */
-        st = atomic_load_explicit(&w->clock_state, memory_order_acquire);
+        else
+            now = tw__clock_monotonic() - st;
+        /* Acquire: as above. Unchanged after a clock read, the reading was
+         * taken while the clock ran with this total (see finish_pause). */
+        uint64_t again = atomic_load_explicit(&w->clock_state, memory_order_acquire);
+        if (again == st && !(st & TW_CLOCK_PAUSING))
+            return now;
+        st = again;
     }
 }
 

@@ -1102,12 +1102,12 @@ static inline void tw__rec_push_free(tw_records *r, uint32_t idx)
 /* Start a library thread with asynchronous signals blocked, named `name`.
  * TW_OK or TW_EAGAIN. */
 int  tw__thread_start(pthread_t *t, void *(*fn)(void *), void *arg, const char *name);
+/* The thread runs callback t of s (or any of s's: _of), innermost or held
+ * outside one of its holds. */
+bool tw__in_callback(const tw_service *s, tw_timer t);
+bool tw__in_callback_of(const tw_service *s);
 /* Holdings of the calling thread: is it inside tw_advance or tw_stop of s;
  * enter one (a slot for tw__unhold, -1 if nested too deep); leave it. */
-/* The thread runs a callback of s (innermost or held outside a hold),
- * or that very callback t of s. */
-bool tw__in_callback_of(const tw_service *s);
-bool tw__in_callback(const tw_service *s, tw_timer t);
 bool tw__holds(const tw_service *s);
 int  tw__hold(tw_service *s);
 void tw__unhold(int slot);

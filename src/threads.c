@@ -336,24 +336,25 @@ bool tw__holds(const tw_service *s)
     return false;
 }
 
-bool tw__in_callback_of(const tw_service *s)
+/* Callback t of s (any of s's, with `any`), innermost or held outside. */
+static bool runs_callback(const tw_service *s, tw_timer t, bool any)
 {
-    if (tw__self.s == s)
+    if (tw__self.s == s && (any || tw__self.t == t))
         return true;
     for (int i = 0; i < TW_HOLDS; i++)
-        if (tw__self.outer_s[i] == s)
+        if (tw__self.outer_s[i] == s && (any || tw__self.outer_t[i] == t))
             return true;
     return false;
 }
 
 bool tw__in_callback(const tw_service *s, tw_timer t)
 {
-    if (tw__self.s == s && tw__self.t == t)
-        return true;
-    for (int i = 0; i < TW_HOLDS; i++)
-        if (tw__self.outer_s[i] == s && tw__self.outer_t[i] == t)
-            return true;
-    return false;
+    return runs_callback(s, t, false);
+}
+
+bool tw__in_callback_of(const tw_service *s)
+{
+    return runs_callback(s, 0, true);
 }
 
 int tw__hold(tw_service *s)
