@@ -52,7 +52,11 @@
  * waits for it) is refused: at least one of the callers gets TW_EDEADLK,
  * with nothing done, and the others proceed. A due timer waits for a
  * worker only while every worker is busy: an idle worker takes timers that
- * a busy one has not started.
+ * a busy one has not started. Busy means stuck or slower alone: an idle
+ * worker watches a running one for 50 us (up to 400 us, or half a tick,
+ * after looks that found joining does not pay) and joins it when it made
+ * no progress for 50 us (a callback that blocks) or when running beside
+ * it is faster; short callbacks that share data run on one worker.
  *
  * Ordering. A callback sees every write the scheduling thread made before
  * the call that armed or moved it (tw_schedule, tw_schedule_every,

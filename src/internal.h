@@ -90,6 +90,10 @@ enum {
                              suspended claims; tests/test_workers.c) */
     TW_RARE_STOLEN,       /* an idle worker took a handle from a busy one's batch
                              (workers.c, stealing; stress/steal_runs.c) */
+    TW_RARE_JOINED_STUCK, /* an idle worker joined one that made no progress in a
+                             callback (workers.c, joining; tests/test_workers.c) */
+    TW_RARE_JOINED_PAYS,  /* an idle worker joined one whose runs it speeds up
+                             (workers.c, joining; tests/test_workers.c) */
     TW_RARE_COUNT
 };
 
@@ -948,6 +952,18 @@ typedef struct tw_worker {
     _Atomic uint32_t starting;   /* its gate (pause.c) */
     _Atomic uint32_t stealing;   /* it may hold another worker's batch pointer
                                     (steal_one; tw__pool_trim waits for 0) */
+    /* What an idle worker watches before it joins this one (workers.c,
+     * "Joining"): hints written by the owner alone, relaxed both ways. */
+    _Atomic uint32_t active;     /* taking batches from the queue in turn */
+    _Atomic uint32_t waiting;    /* asleep until a claimed-ahead deadline */
+    _Atomic uint64_t stamp;      /* service time of its last clock read */
+    _Atomic uint64_t done;       /* runs it finished, as of that read */
+    uint64_t watch_ns;           /* its own: how long it watches (workers.c) */
+    uint32_t every;              /* its own: runs between two clock reads */
+    uint32_t joined;             /* its own: batches it takes beside the
+                                    others before it watches them again */
+    bool waited;                 /* its own: a run of its batch waited for a
+                                    deadline (its timing is no measure) */
 } TW_ALIGNED tw_worker;
 
 typedef struct tw_pool {
@@ -976,6 +992,10 @@ typedef struct tw_pool {
     uint32_t runs_out_peak, runs_out_peak_prev; /* drainer: the most out at once,
                                     this trim period and the one before */
     _Atomic int32_t work_seq;    /* futex word: bumped on every enqueue */
+    _Atomic uint32_t queued;     /* batches in the queue, a hint for watchers
+                                    (workers.c, "Joining"; cds_wfcq_empty's
+                                    read races, for TSan, with the dequeue's
+                                    plain store to the head) */
     _Atomic uint32_t sleepers;   /* workers in (or going into) futex_wait */
     _Atomic bool quit;
     _Atomic int32_t quit_seq;    /* futex word: bumped when the pool quits
@@ -983,6 +1003,9 @@ typedef struct tw_pool {
     uint32_t nthreads;           /* threads started (the creator and joiner's) */
     uint32_t nworkers;           /* workers configured: written before the first
                                     starts, read by stealers */
+    uint64_t watch_max;          /* the longest a watcher watches (workers.c,
+                                    "Joining"); set before the first worker
+                                    starts */
     uint64_t release_step;       /* when a timer claimed early may start: a
                                     multiple of this (workers.c); set before
                                     the first worker starts */

@@ -284,6 +284,7 @@ static void raise_claim_floor(tw_service *s, inline_list *l)
 
 typedef struct run_ctx {
     tw_service *s;
+    tw_worker *w; /* the worker running a batch, or NULL (watched: "Joining") */
     uint64_t now;
     uint32_t bucket, n;
     uint64_t worst;
@@ -313,6 +314,7 @@ static void lateness_add(run_ctx *c, uint64_t late)
 static void run_ctx_init(run_ctx *c, tw_service *s)
 {
     c->s = s;
+    c->w = NULL;
     c->now = c->worst = 0;
     c->bucket = c->n = c->nfreed = 0;
 }
@@ -462,6 +464,8 @@ static void pool_enqueue(tw_service *s, tw_batch *b)
     tw_pool *p = &s->pool;
     cds_wfcq_node_init(&b->node);
     cds_wfcq_enqueue(&p->head, &p->tail, &b->node);
+    /* Relaxed: a hint (holding_back); the queue itself hands the batch. */
+    atomic_fetch_add_explicit(&p->queued, 1, memory_order_relaxed);
     wake_one_worker(p);
 }
 
@@ -843,13 +847,25 @@ static void batch_give_back(tw_pool *p, tw_batch *b)
 static tw_batch *pool_take(tw_pool *p)
 {
     struct cds_wfcq_node *node = cds_wfcq_dequeue_blocking(&p->head, &p->tail);
-    return node ? caa_container_of(node, tw_batch, node) : NULL;
+    if (!node)
+        return NULL;
+    /* Relaxed: a hint, as in pool_enqueue (it may dip below 0 for a while:
+     * an enqueue counts after its batch is in the queue). */
+    atomic_fetch_sub_explicit(&p->queued, 1, memory_order_relaxed);
+    return caa_container_of(node, tw_batch, node);
 }
 
-/* How far ahead the owner prefetches records, and how often it reads the
- * clock for the lateness figures. */
-#define PREFETCH_AHEAD 8
-#define CLOCK_EVERY    8
+/* How far ahead the owner prefetches records. How often a runner reads
+ * the clock for the lateness figures: every CLOCK_EVERY runs (stolen and
+ * inline runs), and in a batch every `every` runs, adapted so that about
+ * CLOCK_GAP_NS of runs lie between two reads (1 to CLOCK_EVERY_MAX). A
+ * read costs as much as a short callback (23 ns on the AMD guest's TSC
+ * clock): every 8th run it was 13% of a burst of WL5's callbacks, while a
+ * slow callback wants a read before each run. */
+#define PREFETCH_AHEAD  8
+#define CLOCK_EVERY     8
+#define CLOCK_EVERY_MAX 64
+#define CLOCK_GAP_NS    4000u
 
 static void prefetch_record(tw_service *s, tw_timer h)
 {
@@ -937,9 +953,20 @@ static bool wait_until(tw_service *s, uint64_t t)
 static void run_handle(tw_service *s, tw_timer h, run_ctx *ctx)
 {
     for (uint64_t early; (early = run_timer_at(s, h, ctx)) != 0;) {
-        if (!wait_until(s, release_time(s, early)))
-            return; /* stopping: the stop sweep has dropped it */
+        /* Relaxed (waiting, stamp): hints for watchers ("Joining"): a
+         * runner asleep until a deadline is not stuck in a callback. */
+        if (ctx->w) {
+            ctx->w->waited = true;
+            atomic_store_explicit(&ctx->w->waiting, 1, memory_order_relaxed);
+        }
+        bool go = wait_until(s, release_time(s, early));
         ctx->now = tw__clock_read(s) - s->origin;
+        if (ctx->w) {
+            atomic_store_explicit(&ctx->w->stamp, ctx->now, memory_order_relaxed);
+            atomic_store_explicit(&ctx->w->waiting, 0, memory_order_relaxed);
+        }
+        if (!go)
+            return; /* stopping: the stop sweep has dropped it */
     }
 }
 
@@ -1072,6 +1099,26 @@ static void run_stolen(tw_service *s, tw_worker *me)
     }
 }
 
+/* The runs between two clock reads of a batch's runner: twice as many
+ * while `gap` ns of runs lay between two reads is less than half of
+ * CLOCK_GAP_NS, half as many while it is more than CLOCK_GAP_NS. */
+static uint32_t clock_every_next(uint32_t every, uint64_t gap)
+{
+    if (gap < CLOCK_GAP_NS / 2 && every < CLOCK_EVERY_MAX)
+        return every * 2;
+    if (gap > CLOCK_GAP_NS && every > 1)
+        return every / 2;
+    return every;
+}
+
+/* Relaxed (stamp, done): hints for watchers ("Joining"); nothing is read
+ * through them but a judgement of speed. */
+static void note_progress(tw_worker *me, uint64_t now, uint64_t done)
+{
+    atomic_store_explicit(&me->stamp, now, memory_order_relaxed);
+    atomic_store_explicit(&me->done, done, memory_order_relaxed);
+}
+
 static void run_batch(tw_service *s, tw_worker *me, tw_batch *b)
 {
     /* Seq_cst: stealers find it (the owner's half of the pairing). */
@@ -1085,7 +1132,10 @@ static void run_batch(tw_service *s, tw_worker *me, tw_batch *b)
         wake_one_worker(&s->pool);
     run_ctx ctx;
     run_ctx_init(&ctx, s);
-    for (uint32_t i = 0;; i++) {
+    ctx.w = me;
+    uint32_t every = me->every, next_read = 0, i = 0;
+    uint64_t done = atomic_load_explicit(&me->done, memory_order_relaxed), read_at = 0;
+    for (;; i++) {
         /* Relaxed: a stale hi only makes us try a handle a stealer took. */
         uint32_t hi = (uint32_t)atomic_load_explicit(&b->take, memory_order_relaxed);
         if (i >= hi)
@@ -1094,11 +1144,20 @@ static void run_batch(tw_service *s, tw_worker *me, tw_batch *b)
         atomic_store_explicit(&b->lo, i + 1, memory_order_relaxed);
         if (i + PREFETCH_AHEAD < hi)
             prefetch_record(s, pairs[2 * (i + PREFETCH_AHEAD) + 1]);
-        if (i % CLOCK_EVERY == 0)
+        if (i == next_read) {
             ctx.now = tw__clock_read(s) - s->origin;
+            if (i != 0)
+                every = clock_every_next(every, ctx.now - read_at);
+            read_at = ctx.now;
+            next_read = i + every;
+            note_progress(me, ctx.now, done + i);
+        }
         run_handle(s, pairs[2 * i + 1], &ctx);
     }
     run_ctx_done(&ctx);
+    me->every = every;
+    /* Relaxed: a hint for watchers, as note_progress. */
+    atomic_store_explicit(&me->done, done + i, memory_order_relaxed);
     /* Release: stealers that still see the batch read a finished one.
      * Seq_cst: before the give-back, against a trim's look at stealers
      * (free_retired); one locked store per batch. */
@@ -1196,6 +1255,197 @@ void tw__deliver_early(tw_service *s)
     run_release(&s->pool, r);
 }
 
+/*
+ * Joining. A worker that wakes to batches while another worker is taking
+ * them does not take one at once: it watches the other for a while
+ * (watch_ns, a timed sleep that enqueues do not cut short) and joins only
+ * when that helps:
+ *   - stuck: a runner made no progress for STUCK_NS while not asleep for
+ *     a deadline (a callback that blocks, or a runner the scheduler left
+ *     off its CPU). The watcher joins: it takes queued batches and steals
+ *     from that runner's batch (guarantee 7, a watch period late at most).
+ *   - pays: else it tries one queued batch beside the others, and counts
+ *     the runs finished by all of them while it ran it. If that rate beats
+ *     the others' own rate over the watch by JOIN_GAIN_PCT, it joins;
+ *     else it leaves the rest to them, and watches twice as long next
+ *     time (up to WATCH_MAX_NS, or half a tick if that is less: a runner
+ *     that blocks later is seen within a tick).
+ * A joined worker takes JOIN_BATCHES batches (or what is left) and then
+ * watches again: a runner the scheduler left off its CPU for a while is
+ * back by then, and runs that sped up beside it may not any more.
+ * Why: runs share what their callbacks share. WL5's callbacks all add to
+ * one counter; on two cores each add then waits for the counter's line to
+ * come from the other core, and two runners run a burst at a third of
+ * one's rate (bench/floor.c, burst_run: 64 against 182 million runs/s on
+ * the AMD guest). Runs that share nothing go at twice the rate on two, and
+ * the probe finds that. A watcher wakes only while runs wait in the queue or in a
+ * runner's batch, and not at all while the service is paused.
+ */
+#define WATCH_MIN_NS  50000u
+#define WATCH_MAX_NS  400000u
+#define STUCK_NS      50000u
+#define JOIN_GAIN_PCT 120u
+#define JOIN_BATCHES  4u
+
+/* Running: it takes batches (active), or holds one (cur; its active store
+ * may not be seen yet). Relaxed: hints. */
+static bool worker_running(tw_worker *w)
+{
+    return atomic_load_explicit(&w->active, memory_order_relaxed) ||
+           atomic_load_explicit(&w->cur, memory_order_relaxed) != NULL;
+}
+
+/* w's batch has runs not yet started. Relaxed: a hint; the take word's
+ * CAS decides (batch_steal). */
+static bool batch_waits(tw_worker *w)
+{
+    tw_batch *b = atomic_load_explicit(&w->cur, memory_order_relaxed);
+    if (!b)
+        return false;
+    uint32_t hi = (uint32_t)atomic_load_explicit(&b->take, memory_order_relaxed);
+    return hi > atomic_load_explicit(&b->lo, memory_order_relaxed);
+}
+
+/* What the workers other than me do, for a watcher. */
+typedef struct others_view {
+    uint32_t running;  /* how many are running */
+    bool batch_waits;  /* one's batch has runs not yet started */
+    bool stuck;        /* one made no progress for STUCK_NS, not asleep for
+                          a deadline (its batch, or the queue, waits) */
+    bool waiting;      /* one is asleep until a deadline */
+    uint64_t done;     /* the runs they finished */
+} others_view;
+
+static others_view view_others(tw_pool *p, tw_worker *me, uint64_t now)
+{
+    others_view v = {0};
+    for (uint32_t k = 1; k < p->nworkers; k++) {
+        tw_worker *w = &p->worker[(me->idx + k) % p->nworkers];
+        if (!worker_running(w))
+            continue;
+        v.running++;
+        /* Relaxed: hints (note_progress). */
+        v.done += atomic_load_explicit(&w->done, memory_order_relaxed);
+        bool waiting = atomic_load_explicit(&w->waiting, memory_order_relaxed) != 0;
+        v.waiting |= waiting;
+        v.batch_waits |= batch_waits(w);
+        uint64_t stamp = atomic_load_explicit(&w->stamp, memory_order_relaxed);
+        if (now && !waiting && now > stamp && now - stamp > STUCK_NS)
+            v.stuck = true;
+    }
+    return v;
+}
+
+/* Hold back from the queue: I came from idle (a worker that runs goes on
+ * taking batches), another worker runs, and runs wait for it. */
+static bool holding_back(tw_service *s, tw_worker *me)
+{
+    tw_pool *p = &s->pool;
+    /* Relaxed: our own word. Acquire: pairs with tw__pool_quit's release
+     * store; quitting, take what is left (the stop sweep dropped its
+     * timers). */
+    if (me->joined || atomic_load_explicit(&me->active, memory_order_relaxed) ||
+        atomic_load_explicit(&p->quit, memory_order_acquire))
+        return false;
+    others_view v = view_others(p, me, 0);
+    /* Relaxed: a hint; signed, as it may dip below 0 for a moment. */
+    int32_t queued = (int32_t)atomic_load_explicit(&p->queued, memory_order_relaxed);
+    return v.running && (v.batch_waits || queued > 0);
+}
+
+static uint64_t service_now(tw_service *s)
+{
+    return tw__clock_read(s) - s->origin;
+}
+
+/* Not running, not joined, and watching longer next time (up to
+ * the pool's watch_max): the runners keep on alone. */
+static void stay_back(tw_worker *me)
+{
+    /* Relaxed: a hint (worker_running). */
+    atomic_store_explicit(&me->active, 0, memory_order_relaxed);
+    if (me->watch_ns < me->s->pool.watch_max)
+        me->watch_ns *= 2;
+}
+
+/* Watch the running workers for watch_ns, then judge (see "Joining"). */
+static void watch_and_judge(tw_service *s, tw_worker *me)
+{
+    tw_pool *p = &s->pool;
+    /* Seq_cst: read the word before the quit flag and the clock state, as
+     * wait_until does: tw_resume and tw_stop bump it. */
+    int32_t seq = atomic_load_explicit(&p->quit_seq, memory_order_seq_cst);
+    if (tw__clock_paused(s)) {
+        futex_wait_ns(&p->quit_seq, seq, 0); /* nothing runs until tw_resume */
+        return;
+    }
+    uint64_t t0 = service_now(s);
+    others_view v0 = view_others(p, me, t0);
+    futex_wait_ns(&p->quit_seq, seq, me->watch_ns);
+    uint64_t t1 = service_now(s);
+    others_view v1 = view_others(p, me, t1);
+    if (v1.stuck) {
+        /* The stuck runner's batch-mates first: they wait longest. */
+        me->joined = JOIN_BATCHES;
+        tw__count_rare(s, TW_RARE_JOINED_STUCK);
+        run_stolen(s, me);
+        return;
+    }
+    /* A rate over a sleep until a deadline, or over a change of who runs,
+     * measures nothing: watch again, longer (a runner may wait for a
+     * deadline claimed ahead for a while). */
+    if (v0.waiting || v1.waiting || v0.running != v1.running || v1.done <= v0.done ||
+        t1 <= t0) {
+        stay_back(me);
+        return;
+    }
+    tw_batch *b = pool_take(p);
+    if (!b)
+        return; /* nothing queued: the runners finish their batches */
+    /* Relaxed: a hint (worker_running). */
+    atomic_store_explicit(&me->active, 1, memory_order_relaxed);
+    uint32_t n = (uint32_t)atomic_load_explicit(&b->take, memory_order_relaxed);
+    me->waited = false;
+    run_batch(s, me, b);
+    uint64_t t2 = service_now(s);
+    others_view v2 = view_others(p, me, t2);
+    /* Both rates as runs per ns, compared by cross-multiplying. */
+    double alone = (double)(v1.done - v0.done) * (double)(t2 - t1);
+    double beside = (double)(v2.done - v1.done + n) * (double)(t1 - t0);
+#ifdef TW_DEBUG_JOIN
+    fprintf(stderr, "join? alone %.1f/us beside %.1f/us (n %u, %lu us)\n",
+            (double)(v1.done - v0.done) * 1e3 / (double)(t1 - t0),
+            (double)(v2.done - v1.done + n) * 1e3 / (double)(t2 - t1), n,
+            (unsigned long)((t2 - t1) / 1000));
+#endif
+    if (!me->waited && v2.done >= v1.done && t2 > t1 &&
+        beside * 100.0 > alone * JOIN_GAIN_PCT) {
+        me->joined = JOIN_BATCHES;
+        me->watch_ns = WATCH_MIN_NS;
+        tw__count_rare(s, TW_RARE_JOINED_PAYS);
+    } else {
+        stay_back(me);
+    }
+}
+
+/* Out of batches: not running, not joined. */
+static void stop_running(tw_worker *me)
+{
+    /* Relaxed: a hint (worker_running). */
+    atomic_store_explicit(&me->active, 0, memory_order_relaxed);
+    me->joined = 0;
+    me->watch_ns = WATCH_MIN_NS;
+}
+
+/* Some other worker's batch has runs not yet started. */
+static bool others_batches_wait(tw_pool *p, tw_worker *me)
+{
+    for (uint32_t k = 1; k < p->nworkers; k++)
+        if (batch_waits(&p->worker[(me->idx + k) % p->nworkers]))
+            return true;
+    return false;
+}
+
 static void *worker_main(void *arg)
 {
     tw_worker *me = arg;
@@ -1205,26 +1455,35 @@ static void *worker_main(void *arg)
     (void)prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
     tw_pool *p = &s->pool;
     tw__gate_bind(&me->starting, &p->quit_seq, &p->quit);
+    me->watch_ns = WATCH_MIN_NS;
+    me->every = 1;
     for (;;) {
         /* Seq_cst: read the word before looking for work (see top). */
         int32_t seq = atomic_load_explicit(&p->work_seq, memory_order_seq_cst);
-        tw_batch *b = pool_take(p);
-        if (b) {
-            run_batch(s, me, b);
+        if (holding_back(s, me)) {
+            watch_and_judge(s, me);
             continue;
         }
-        run_stolen(s, me);
+        tw_batch *b = pool_take(p);
+        if (b) {
+            /* Relaxed: a hint (worker_running). */
+            atomic_store_explicit(&me->active, 1, memory_order_relaxed);
+            run_batch(s, me, b);
+            if (me->joined && --me->joined == 0)
+                atomic_store_explicit(&me->active, 0, memory_order_relaxed);
+            continue;
+        }
+        if (me->joined)
+            run_stolen(s, me);
+        stop_running(me);
         /* Acquire: pairs with tw__pool_quit's release store. */
         if (atomic_load_explicit(&p->quit, memory_order_acquire))
             return NULL;
         atomic_fetch_add_explicit(&p->sleepers, 1, memory_order_seq_cst);
-        /* Look again, now that an owner that starts a batch sees us. */
-        tw_timer h;
-        bool more;
-        if (steal_one(s, me, &h, &more)) {
+        /* Look again, now that an owner that starts a batch sees us: its
+         * runs are watched (holding_back), not left to a sleeper. */
+        if (others_batches_wait(p, me)) {
             atomic_fetch_sub_explicit(&p->sleepers, 1, memory_order_seq_cst);
-            tw__count_rare(s, TW_RARE_STOLEN);
-            run_one(s, h);
             continue;
         }
         futex_wait_ns(&p->work_seq, seq, 0);
@@ -1247,6 +1506,7 @@ int tw__pool_start(tw_service *s, uint32_t nthreads)
     p->nslabs = 0;
     atomic_init(&p->work_seq, 0);
     atomic_init(&p->sleepers, 0);
+    atomic_init(&p->queued, 0);
     atomic_init(&p->quit, false);
     atomic_init(&p->quit_seq, 0);
     p->nthreads = 0;
@@ -1263,12 +1523,19 @@ int tw__pool_start(tw_service *s, uint32_t nthreads)
         atomic_init(&p->worker[i].cur, NULL);
         atomic_init(&p->worker[i].starting, 0);
         atomic_init(&p->worker[i].stealing, 0);
+        atomic_init(&p->worker[i].active, 0);
+        atomic_init(&p->worker[i].waiting, 0);
+        atomic_init(&p->worker[i].stamp, 0);
+        atomic_init(&p->worker[i].done, 0);
     }
     /* A slab ready before the first burst: mapping one and touching its
      * pages took tens of microseconds off the first callback's start
      * (WL5). Without memory, the first batch maps it (or runs inline). */
     (void)slab_map(p);
     p->nworkers = nthreads; /* seen by every worker: written before they start */
+    p->watch_max = s->cfg.tick_ns / 2 < WATCH_MAX_NS ? s->cfg.tick_ns / 2 : WATCH_MAX_NS;
+    if (p->watch_max < WATCH_MIN_NS)
+        p->watch_max = WATCH_MIN_NS;
     for (uint32_t i = 0; i < nthreads; i++) {
         int rc = tw__thread_start(&p->threads[i], worker_main, &p->worker[i], "tw-worker");
         if (rc != TW_OK)

@@ -220,6 +220,95 @@ static void stealing_runs_each_timer_once(void **state)
     tw_destroy(s);
 }
 
+/* Joining (workers.c): a worker that wakes to batches another runs joins
+ * it only when that one is stuck or when running beside it is faster. A
+ * burst of callbacks on two workers; each callback notes which thread ran
+ * it, then sleeps or spins for `us` microseconds. */
+enum { JOIN_N = 600 };
+typedef struct join_burst {
+    int sleep;                  /* sleep (else spin) */
+    uint32_t us;
+    atomic_int runs;
+    _Atomic(pthread_t) first;   /* the first thread to run one */
+    atomic_int by_first;        /* runs on that thread */
+} join_burst;
+
+static void join_run(tw_timer t, void *arg)
+{
+    (void)t;
+    join_burst *j = arg;
+    pthread_t none = 0, me = pthread_self();
+    atomic_compare_exchange_strong(&j->first, &none, me);
+    if (pthread_equal(atomic_load(&j->first), me))
+        atomic_fetch_add(&j->by_first, 1);
+    if (j->sleep) {
+        t_sleep_ns((uint64_t)j->us * 1000u);
+    } else {
+        uint64_t until = mono() + (uint64_t)j->us * 1000u;
+        while (mono() < until) {
+        }
+    }
+    atomic_fetch_add(&j->runs, 1);
+}
+
+/* One burst of JOIN_N due together on two workers; returns how many ran
+ * on a thread other than the first one's, and the joins counted. */
+static int join_burst_run(int sleep, uint32_t us, uint64_t *stuck, uint64_t *pays)
+{
+    tw_config cfg;
+    tw_config_init(&cfg);
+    cfg.workers = 2;
+    tw_service *s = t_service_cfg(&cfg);
+    static join_burst j;
+    memset(&j, 0, sizeof j);
+    j.sleep = sleep;
+    j.us = us;
+    for (int i = 0; i < JOIN_N; i++)
+        ASSERT_RC(tw_schedule(s, 20 * T_MS, join_run, &j, NULL), TW_OK);
+    uint64_t give_up = mono() + 30 * T_S;
+    while (atomic_load(&j.runs) < JOIN_N && mono() < give_up)
+        t_sleep_ns(T_MS);
+    ASSERT_RC(tw_stop(s, NULL), TW_OK);
+    assert_int_equal(atomic_load(&j.runs), JOIN_N);
+    *stuck = tw__rare_total(s, TW_RARE_JOINED_STUCK);
+    *pays = tw__rare_total(s, TW_RARE_JOINED_PAYS);
+    tw_destroy(s);
+    return JOIN_N - atomic_load(&j.by_first);
+}
+
+/* Callbacks that sleep 200 us: the runner makes no progress for longer
+ * than a watcher allows (STUCK_NS), so the other worker joins and runs a
+ * share, whatever the machine's load. */
+static void a_worker_joins_a_stuck_one(void **state)
+{
+    (void)state;
+    uint64_t stuck, pays;
+    int other = join_burst_run(1, 200, &stuck, &pays);
+    print_message("      sleeping callbacks: %d of %d on the second worker, %" PRIu64
+                  " joins as stuck, %" PRIu64 " as paying\n", other, JOIN_N, stuck, pays);
+    assert_true(stuck >= 1);
+    assert_true(other >= JOIN_N / 10);
+}
+
+/* Callbacks that spin 20 us and share nothing: no single one is stuck,
+ * but two runners finish them twice as fast, and the watcher's probe
+ * sees it. Needs two free CPUs: three bursts, one must show it. */
+static void a_worker_joins_where_it_pays(void **state)
+{
+    (void)state;
+    for (int attempt = 1;; attempt++) {
+        uint64_t stuck, pays;
+        int other = join_burst_run(0, 20, &stuck, &pays);
+        print_message("      spinning callbacks, burst %d: %d of %d on the second worker, %" PRIu64
+                      " joins as paying, %" PRIu64 " as stuck\n", attempt, other, JOIN_N, pays,
+                      stuck);
+        if (pays >= 1 && other >= JOIN_N / 10)
+            return;
+        if (attempt == 3)
+            fail_msg("no burst of three had the second worker join where it pays");
+    }
+}
+
 /* A slot of many timers is claimed before its tick (wheel.c, early
  * claims), and the timers so claimed stay pending as any other: a cancel
  * keeps them from running, a reschedule moves them, tw_next_due and
@@ -844,6 +933,8 @@ int main(void)
         cmocka_unit_test(two_blockers_three_workers),
         cmocka_unit_test(one_worker_waits_for_the_blocker),
         cmocka_unit_test(stealing_runs_each_timer_once),
+        cmocka_unit_test(a_worker_joins_a_stuck_one),
+        cmocka_unit_test(a_worker_joins_where_it_pays),
         cmocka_unit_test(large_slot_claimed_early),
         cmocka_unit_test(early_claim_overtaken_by_its_tick),
         cmocka_unit_test(early_claim_handed_over_before_its_tick),
