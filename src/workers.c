@@ -389,8 +389,10 @@ static uint64_t run_timer_at(tw_service *s, tw_timer h, run_ctx *ctx)
     /* Relaxed: ordered after the claim, which acquired the arming. */
     tw_callback cb = atomic_load_explicit(&rec->cb, memory_order_relaxed);
     void *arg = atomic_load_explicit(&rec->arg, memory_order_relaxed);
-    if (!periodic)
-        tw__budget_give(s); /* a one-shot is no longer pending once it starts */
+    /* A one-shot is no longer pending once it starts. The cap's test
+     * inline: a call per run for nothing, without max_timers. */
+    if (!periodic && s->cfg.max_timers != 0)
+        tw__budget_give(s);
     lateness_add(ctx, now - deadline);
 
     tw_service *outer_s = tw__self.s; /* a callback we run nested in (tw_advance) */
@@ -1266,7 +1268,8 @@ void tw__deliver_early(tw_service *s)
  *     from that runner's batch (guarantee 7, a watch period late at most).
  *   - pays: else it tries one queued batch beside the others, and counts
  *     the runs finished by all of them while it ran it. If that rate beats
- *     the others' own rate over the watch by JOIN_GAIN_PCT, it joins;
+ *     the others' own rate over the watch by JOIN_GAIN_PCT, and theirs
+ *     beside it kept at least half of that, it joins;
  *     else it leaves the rest to them, and watches twice as long next
  *     time (up to WATCH_MAX_NS, or half a tick if that is less: a runner
  *     that blocks later is seen within a tick).
@@ -1409,17 +1412,23 @@ static void watch_and_judge(tw_service *s, tw_worker *me)
     run_batch(s, me, b);
     uint64_t t2 = service_now(s);
     others_view v2 = view_others(p, me, t2);
-    /* Both rates as runs per ns, compared by cross-multiplying. */
+    /* The rates as runs per ns, compared by cross-multiplying: the others'
+     * alone, all of us beside them, and the others' own beside us. The
+     * last must stay above half their rate alone: a runner the scheduler
+     * left off its CPU during the probe lets the probe run at full speed,
+     * which says nothing of running beside it (such probes joined a burst
+     * of WL5 now and then). */
     double alone = (double)(v1.done - v0.done) * (double)(t2 - t1);
     double beside = (double)(v2.done - v1.done + n) * (double)(t1 - t0);
+    double theirs = (double)(v2.done - v1.done) * (double)(t1 - t0);
 #ifdef TW_DEBUG_JOIN
     fprintf(stderr, "join? alone %.1f/us beside %.1f/us (n %u, %lu us)\n",
             (double)(v1.done - v0.done) * 1e3 / (double)(t1 - t0),
             (double)(v2.done - v1.done + n) * 1e3 / (double)(t2 - t1), n,
             (unsigned long)((t2 - t1) / 1000));
 #endif
-    if (!me->waited && v2.done >= v1.done && t2 > t1 &&
-        beside * 100.0 > alone * JOIN_GAIN_PCT) {
+    if (!me->waited && v2.done >= v1.done && t2 > t1 && v2.running == v1.running &&
+        beside * 100.0 > alone * JOIN_GAIN_PCT && theirs * 2.0 > alone) {
         me->joined = JOIN_BATCHES;
         me->watch_ns = WATCH_MIN_NS;
         tw__count_rare(s, TW_RARE_JOINED_PAYS);
