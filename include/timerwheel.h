@@ -226,7 +226,9 @@ TW_API int tw_create(const tw_config *cfg, tw_service **out);
 
 /* Arm a one-shot timer: cb(timer, arg) runs once, no earlier than
  * tw_now() (read inside this call) + delay_ns; delay 0 means at the next
- * tick. Never runs inside this call. Any thread, also from callbacks.
+ * tick. (The reading is never below tw_now() at some instant of the call;
+ * on x86-64 it is a TSC reading that may be a few microseconds above it,
+ * as for every call that arms or moves a timer by a delay.) Never runs inside this call. Any thread, also from callbacks.
  * Lock-free. *out (if out is not NULL) receives the handle before the
  * callback can run.
  * Returns TW_OK; TW_EINVAL (s or cb NULL); TW_ERANGE (delay beyond

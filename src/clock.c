@@ -19,12 +19,176 @@
 
 #include <errno.h>
 #include <time.h>
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
 
 uint64_t tw__clock_monotonic(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * The late clock: what an arming reads to compute a deadline (now +
+ * delay). An arming needs a reading no earlier than CLOCK_MONOTONIC at some
+ * instant of its call; a later one only makes the timer later, by at most
+ * the over-estimate. clock_gettime cost 23 ns on the AMD guest, a third of
+ * a schedule + cancel pair (WL1), and the same in every reschedule (WL6).
+ * On x86-64 this reads the TSC instead (rdtsc, 10 ns) and converts it
+ * from a base of this thread's own, an over-estimate by construction:
+ *
+ *   - The base: a = rdtsc; m = clock_gettime (which orders its own TSC read
+ *     after a); b = rdtsc after it. Kept only if b - a is under
+ *     LATE_BRACKET ticks (not preempted): then tick a came no later than
+ *     the instant m was read, so m + (t - a) ns-per-tick is no earlier
+ *     than the clock at tick t, if ns-per-tick is no less than the true.
+ *   - ns-per-tick (late_mult, 32.32 fixed point): from two bases at least
+ *     LATE_CALIBRATE_NS apart, (m2 - m1) / (a2 - b1), an upper bound of the
+ *     true rate (at least a2 - b1 ticks passed), plus 1/1024 (NTP slews
+ *     CLOCK_MONOTONIC by 500 ppm at most).
+ *   - A base is used for LATE_REFRESH ticks (about 1 ms), then read again:
+ *     the over-estimate is at most the rate's margin over that (1 us)
+ *     plus LATE_MARGIN_NS, which covers the TSC read being done out of
+ *     order ahead of the call and the CPUs' TSCs differing by a little.
+ *   - Checked at every new base: the old base's estimate for tick b must
+ *     be at least m (the clock at b was). If not, the TSC ran slower than
+ *     measured (a host that changed its rate): the late clock turns itself
+ *     off for the process (late_mult = LATE_OFF) and every arming reads
+ *     clock_gettime again.
+ * Until the rate is known, and off x86-64, the late clock is
+ * clock_gettime. Runners, the cursor and tw_now never use it: what is due
+ * is decided on the true clock only.
+ */
+#define LATE_BRACKET       4096u               /* ticks: a base read unpreempted */
+#define LATE_REFRESH       (1ull << 21)        /* ticks a base serves */
+#define LATE_CALIBRATE_NS  20000000ull         /* 20 ms between the rate's bases */
+#define LATE_MARGIN_NS     2000u
+#define LATE_OFF           UINT64_MAX
+
+static _Atomic uint64_t late_mult;            /* 0: not known yet; LATE_OFF */
+static _Atomic uint64_t late_cal_tick, late_cal_ns; /* the first base: b, m */
+
+typedef struct late_base {
+    uint64_t tick, ns; /* a, m */
+    bool set;
+} late_base;
+static TW_TLS late_base late_mine;
+
+uint64_t (*_Atomic tw__late_mult_hook)(uint64_t mult); /* tests only (internal.h) */
+
+#if defined(__x86_64__)
+static uint64_t late_estimate(const late_base *b, uint64_t mult, uint64_t t)
+{
+    return b->ns + LATE_MARGIN_NS + (uint64_t)(((unsigned __int128)(t - b->tick) * mult) >> 32);
+}
+
+/* The rate from the process's first base (its bracket's end b1, m1) to
+ * this one (its start a2, m2), once far enough apart; 0 while not. The first base is written by the
+ * thread whose CAS takes late_cal from 0 to 1, and published by its
+ * release store of 2. */
+static _Atomic uint32_t late_cal;
+
+static uint64_t late_rate(uint64_t a2, uint64_t b2, uint64_t m2)
+{
+    /* Acquire: pairs with the release store of 2 below: the pair is whole. */
+    uint32_t cal = atomic_load_explicit(&late_cal, memory_order_acquire);
+    if (cal == 0) {
+        /* Relaxed: only who writes the pair is decided here. */
+        if (atomic_compare_exchange_strong_explicit(&late_cal, &cal, 1, memory_order_relaxed,
+                                                    memory_order_relaxed)) {
+            /* Relaxed: published by the release store that follows. */
+            atomic_store_explicit(&late_cal_tick, b2, memory_order_relaxed);
+            atomic_store_explicit(&late_cal_ns, m2, memory_order_relaxed);
+            atomic_store_explicit(&late_cal, 2, memory_order_release);
+        }
+        return 0;
+    }
+    if (cal != 2)
+        return 0;
+    /* Relaxed: ordered by the acquire load of late_cal. */
+    uint64_t b1 = atomic_load_explicit(&late_cal_tick, memory_order_relaxed);
+    uint64_t m1 = atomic_load_explicit(&late_cal_ns, memory_order_relaxed);
+    if (m2 < m1 + LATE_CALIBRATE_NS || a2 <= b1)
+        return 0;
+    long double rate = (long double)(m2 - m1) / (long double)(a2 - b1);
+    return (uint64_t)(rate * (1.0L + 1.0L / 1024.0L) * 4294967296.0L) + 1;
+}
+
+/* A new base for this thread, or none (preempted): the clock read either way. */
+static uint64_t late_rebase(late_base *mine, uint64_t mult)
+{
+    uint64_t a = __rdtsc();
+    uint64_t m = tw__clock_monotonic();
+    _mm_lfence(); /* b is read after m's read completed */
+    uint64_t b = __rdtsc();
+    if (b - a > LATE_BRACKET)
+        return m;
+    if (mult != 0 && mine->set && late_estimate(mine, mult, b) < m) {
+        /* Relaxed: a flag; every reader falls back to the true clock. */
+        atomic_store_explicit(&late_mult, LATE_OFF, memory_order_relaxed);
+        return m;
+    }
+    *mine = (late_base){.tick = a, .ns = m, .set = true};
+    if (mult == 0 && (mult = late_rate(a, b, m)) != 0) {
+        /* Relaxed: set by a test before any arming; a pointer to code. */
+        uint64_t (*hook)(uint64_t) = atomic_load_explicit(&tw__late_mult_hook,
+                                                          memory_order_relaxed);
+        if (hook)
+            mult = hook(mult);
+        uint64_t none = 0;
+        /* Relaxed: a number; any thread's first value serves. */
+        atomic_compare_exchange_strong_explicit(&late_mult, &none, mult, memory_order_relaxed,
+                                                memory_order_relaxed);
+    }
+    return m;
+}
+
+uint64_t tw__clock_monotonic_late(void)
+{
+    /* Relaxed: a number, written once (or turned off). */
+    uint64_t mult = atomic_load_explicit(&late_mult, memory_order_relaxed);
+    if (__builtin_expect(mult == LATE_OFF, 0))
+        return tw__clock_monotonic();
+    late_base *mine = &late_mine;
+    uint64_t t = __rdtsc();
+    if (__builtin_expect(mult != 0 && mine->set && t - mine->tick < LATE_REFRESH, 1))
+        return late_estimate(mine, mult, t);
+    return late_rebase(mine, mult);
+}
+#else
+uint64_t tw__clock_monotonic_late(void)
+{
+    return tw__clock_monotonic();
+}
+#endif
+
+/* tests only (internal.h): forget the rate and this thread's base. */
+void tw__late_clock_reset(void)
+{
+    atomic_store(&late_mult, 0);
+    atomic_store(&late_cal, 0);
+    late_mine.set = false;
+}
+
+bool tw__late_clock_on(void)
+{
+    uint64_t mult = atomic_load(&late_mult);
+    return mult != 0 && mult != LATE_OFF;
+}
+
+uint64_t tw__clock_read_late(const tw_service *s)
+{
+    if (s->cfg.clock == TW_CLOCK_MANUAL)
+        return tw__clock_read(s);
+    /* Acquire: as in tw__clock_read. A pause that begins after this load
+     * may freeze the clock below our reading: the deadline is then later
+     * than it could be, never earlier. */
+    uint64_t st = atomic_load_explicit(&((tw_service *)s)->clock_state, memory_order_acquire);
+    if (st & (TW_CLOCK_PAUSED | TW_CLOCK_PAUSING))
+        return tw__clock_read(s);
+    return tw__clock_monotonic_late() - st;
 }
 
 /* A pause in two steps, so that no reading of the clock is ever later than

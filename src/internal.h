@@ -866,6 +866,17 @@ void tw__claim_floor_set(tw_service *s, uint64_t tick);
 #define TW_CLOCK_FROZEN  (TW_CLOCK_PAUSED | TW_CLOCK_PAUSING)
 uint64_t tw__clock_read(const tw_service *s);      /* ns, the service's clock */
 uint64_t tw__clock_monotonic(void);
+/* No earlier than tw__clock_read at some instant of the call, and at most a
+ * few microseconds later: what an arming reads for now + delay (clock.c,
+ * "The late clock"); never for deciding what is due. */
+uint64_t tw__clock_read_late(const tw_service *s);
+uint64_t tw__clock_monotonic_late(void);
+/* Tests only (tests/test_clock.c): start the late clock afresh; whether it
+ * is on (its rate known and not turned off); a hook that may change the
+ * rate it measured (a planted under-estimate). */
+void tw__late_clock_reset(void);
+bool tw__late_clock_on(void);
+extern uint64_t (*_Atomic tw__late_mult_hook)(uint64_t mult);
 void     tw__clock_sleep_until(uint64_t mono_ns);  /* absolute, CLOCK_MONOTONIC */
 /* Sleep until service time t (absolute, so no drift); returns at once if
  * the clock is paused (the caller looks at the state again). */

@@ -125,11 +125,120 @@ static void the_clock_never_goes_back_across_a_held_pause(void **state)
     tw_destroy(g_s);
 }
 
+/* ---- the late clock (clock.c): what armings read ---------------------- */
+
+static uint64_t true_ns(void)
+{
+    struct timespec ts;
+    __real_clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * T_S + (uint64_t)ts.tv_nsec;
+}
+
+#define LATE_RUN_NS (80 * T_MS)   /* past the rate's 20 ms and many rebases */
+#define LATE_BOUND_NS (50 * 1000) /* how much later than the clock it may be */
+
+typedef struct late_check {
+    uint64_t reads, early, too_late, worst_early;
+} late_check;
+
+/* Reads the late clock between two true reads for LATE_RUN_NS: counts
+ * readings below the one before (early) and above the one after by more
+ * than LATE_BOUND_NS. */
+static void *late_reads(void *arg)
+{
+    late_check *c = arg;
+    uint64_t end = true_ns() + LATE_RUN_NS;
+    for (uint64_t before = true_ns(); before < end; before = true_ns()) {
+        uint64_t r = tw__clock_monotonic_late();
+        uint64_t after = true_ns();
+        c->reads++;
+        if (r < before) {
+            c->early++;
+            if (before - r > c->worst_early)
+                c->worst_early = before - r;
+        }
+        if (r > after + LATE_BOUND_NS)
+            c->too_late++;
+    }
+    return NULL;
+}
+
+static void late_reads_on_two_threads(late_check *c)
+{
+    pthread_t th;
+    memset(c, 0, 2 * sizeof *c);
+    assert_int_equal(pthread_create(&th, NULL, late_reads, &c[1]), 0);
+    late_reads(&c[0]);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    c[0].reads += c[1].reads;
+    c[0].early += c[1].early;
+    c[0].too_late += c[1].too_late;
+    if (c[1].worst_early > c[0].worst_early)
+        c[0].worst_early = c[1].worst_early;
+}
+
+/* No reading of the late clock is earlier than CLOCK_MONOTONIC read before
+ * it, none more than LATE_BOUND_NS later than one read after it, on two
+ * threads (each its own base), and on x86-64 it measures its rate and
+ * stays on. */
+static void the_late_clock_is_never_early(void **state)
+{
+    (void)state;
+    tw__late_clock_reset();
+    late_check c[2];
+    late_reads_on_two_threads(c);
+    print_message("      %" PRIu64 " reads, %" PRIu64 " early, %" PRIu64 " over %d us late; on: %d\n",
+                  c[0].reads, c[0].early, c[0].too_late, LATE_BOUND_NS / 1000,
+                  (int)tw__late_clock_on());
+    assert_int_equal(c[0].early, 0);
+    assert_int_equal(c[0].too_late, 0);
+#if defined(__x86_64__)
+    /* Under valgrind a clock read takes microseconds: no base is read
+     * unpreempted, and the late clock rightly stays the true one. */
+    const char *pre = getenv("LD_PRELOAD");
+    if (!pre || !strstr(pre, "vgpreload"))
+        assert_true(tw__late_clock_on());
+#endif
+}
+
+/* A planted under-estimate: the rate measured is made 10% too low, so
+ * readings fall behind the clock by a tenth of a base's age. The next new
+ * base finds its old one's estimate below the clock and turns the late
+ * clock off; after that every reading is the true clock's. */
+static uint64_t slow_rate(uint64_t mult)
+{
+    return mult - mult / 10;
+}
+
+static void an_under_estimating_late_clock_turns_itself_off(void **state)
+{
+    (void)state;
+#if defined(__x86_64__)
+    tw__late_clock_reset();
+    atomic_store(&tw__late_mult_hook, slow_rate);
+    late_check c[2];
+    late_reads_on_two_threads(c);
+    atomic_store(&tw__late_mult_hook, NULL);
+    print_message("      planted: %" PRIu64 " early readings (worst %" PRIu64 " ns) before it "
+                  "turned off; on: %d\n", c[0].early, c[0].worst_early,
+                  (int)tw__late_clock_on());
+    assert_false(tw__late_clock_on()); /* off, or (valgrind) never on */
+    /* Off: the true clock from now on. */
+    late_reads_on_two_threads(c);
+    assert_int_equal(c[0].early, 0);
+    tw__late_clock_reset();
+#else
+    skip();
+#endif
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(a_reading_across_the_pause_is_not_past_it),
         cmocka_unit_test(the_clock_never_goes_back_across_a_held_pause),
+        cmocka_unit_test(the_late_clock_is_never_early),
+        cmocka_unit_test(an_under_estimating_late_clock_turns_itself_off),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
