@@ -348,6 +348,11 @@ static void finish_oneshot(tw_record *rec, uint32_t idx, uint64_t st, run_ctx *c
 
 void (*_Atomic tw__run_claimed_hook)(void); /* tests only (internal.h) */
 
+/* A run's path inlined into the batch loop: called, run_timer_at's frame
+ * (six saved registers) and run_handle's were a tenth of a burst's runs
+ * (WL5 on two workers: 60M -> 66M callbacks/s). */
+#define TW_RUN_INLINE static inline __attribute__((always_inline))
+
 static void run_claimed_hook(void)
 {
     /* Relaxed: set before the service runs; a pointer to code, no data. */
@@ -359,7 +364,7 @@ static void run_claimed_hook(void)
 /* Run timer h if it is still FIRING and due by `now` (service time, read
  * at or before the run's start; also its lateness reading). Returns 0 when
  * done with h (run, or gone), else h's deadline, which is after now. */
-static uint64_t run_timer_at(tw_service *s, tw_timer h, run_ctx *ctx)
+TW_RUN_INLINE uint64_t run_timer_at(tw_service *s, tw_timer h, run_ctx *ctx)
 {
     uint64_t now = ctx->now;
     uint32_t idx = tw__handle_idx(h);
@@ -952,7 +957,7 @@ static bool wait_until(tw_service *s, uint64_t t)
  * refresh it every CLOCK_EVERY runs: each run's lateness is measured at
  * most that many batch-mates before its start, an under-estimate by at
  * most their run time). */
-static void run_handle(tw_service *s, tw_timer h, run_ctx *ctx)
+TW_RUN_INLINE void run_handle(tw_service *s, tw_timer h, run_ctx *ctx)
 {
     for (uint64_t early; (early = run_timer_at(s, h, ctx)) != 0;) {
         /* Relaxed (waiting, stamp): hints for watchers ("Joining"): a
