@@ -1469,8 +1469,6 @@ static void *worker_main(void *arg)
     (void)prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
     tw_pool *p = &s->pool;
     tw__gate_bind(&me->starting, &p->quit_seq, &p->quit);
-    me->watch_ns = WATCH_MIN_NS;
-    me->every = 1;
     for (;;) {
         /* Seq_cst: read the word before looking for work (see top). */
         int32_t seq = atomic_load_explicit(&p->work_seq, memory_order_seq_cst);
@@ -1541,6 +1539,10 @@ int tw__pool_start(tw_service *s, uint32_t nthreads)
         atomic_init(&p->worker[i].waiting, 0);
         atomic_init(&p->worker[i].stamp, 0);
         atomic_init(&p->worker[i].done, 0);
+        p->worker[i].watch_ns = WATCH_MIN_NS;
+        p->worker[i].every = 1;
+        p->worker[i].joined = 0;
+        p->worker[i].waited = false;
     }
     /* A slab ready before the first burst: mapping one and touching its
      * pages took tens of microseconds off the first callback's start
