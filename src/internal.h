@@ -1316,6 +1316,19 @@ uint64_t tw__pending_due(tw_service *s);
 /* A timer left pending (one-shot started, cancelled, dropped, undone):
  * its unit of max_timers goes back (service.c, budgets). */
 void tw__budget_give(tw_service *s);
+void tw__budget_give_more(tw_service *s, tw_stripe *st, int64_t have, bool sweeping);
+/* tw__budget_give with max_timers set: inline, as every run of a one-shot
+ * gives its unit back (WL5). */
+static inline void tw__budget_give_capped(tw_service *s)
+{
+    tw_stripe *st = tw__stripe(s);
+    /* Seq_cst: the giver's half of the pairing with budget_sweep
+     * (service.c); so is the load of the flag. */
+    int64_t have = atomic_fetch_add_explicit(&st->budget, 1, memory_order_seq_cst) + 1;
+    bool sweeping = atomic_load_explicit(&s->budget_sweeping, memory_order_seq_cst) != 0;
+    if (__builtin_expect(sweeping || have >= 2 * s->budget_block, 0))
+        tw__budget_give_more(s, st, have, sweeping);
+}
 uint64_t tw__reserved_total(tw_service *s); /* every stripe's `reserved` */
 uint64_t tw__fired_total(tw_service *s);    /* every stripe's `fired` */
 uint64_t tw__firing_left_total(tw_service *s); /* ... and `firing_left` */

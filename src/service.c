@@ -355,12 +355,16 @@ static int budget_take(tw_service *s)
 
 void tw__budget_give(tw_service *s)
 {
-    if (!budget_capped(s))
-        return;
-    tw_stripe *st = tw__stripe(s);
-    /* Seq_cst: the giver's half of the pairing with budget_sweep. */
-    int64_t have = atomic_fetch_add_explicit(&st->budget, 1, memory_order_seq_cst) + 1;
-    if (atomic_load_explicit(&s->budget_sweeping, memory_order_seq_cst)) {
+    if (budget_capped(s))
+        tw__budget_give_capped(s);
+}
+
+/* What follows a unit's return to the stripe (tw__budget_give_capped,
+ * internal.h): a sweep on (its look at the flag, after the add), or two
+ * blocks in hand. */
+void tw__budget_give_more(tw_service *s, tw_stripe *st, int64_t have, bool sweeping)
+{
+    if (sweeping) {
         /* A sweep is on: hand everything to the pool, counted. Seq_cst: as
          * above. */
         move_begin(s);

@@ -53,6 +53,11 @@
 
 TW_TLS tw_running_tls tw__self;
 
+/* A run's path inlined into the batch loop: called, run_timer_at's frame
+ * (six saved registers) and run_handle's were a tenth of a burst's runs
+ * (WL5 on two workers: 60M -> 66M callbacks/s). */
+#define TW_RUN_INLINE static inline __attribute__((always_inline))
+
 static void futex_wake_all(_Atomic int32_t *word)
 {
     futex_async((int32_t *)word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
@@ -71,7 +76,7 @@ static void futex_wait_ns(_Atomic int32_t *word, int32_t seen, uint64_t ns)
  * and this load against a waiter's increment and its load of the state
  * are the store-buffering pattern; the runner's fence is the light one
  * (threads.c, asymmetric fences), the waiter's the heavy one. */
-static void wake_sync_waiters(tw_service *s)
+TW_RUN_INLINE void wake_sync_waiters(tw_service *s)
 {
     tw__fence_light();
     /* Relaxed: ordered after the end's store by the fence pairing above. */
@@ -202,7 +207,7 @@ static void finish_periodic(tw_service *s, tw_record *rec, uint32_t idx,
  * its deadline (in *deadline) is after `now`. */
 enum { CLAIM_OK, CLAIM_GONE, CLAIM_EARLY };
 
-static int claim_run(tw_record *rec, tw_timer h, uint64_t now, uint64_t *st,
+TW_RUN_INLINE int claim_run(tw_record *rec, tw_timer h, uint64_t now, uint64_t *st,
                      uint64_t *deadline)
 {
     /* Acquire: pairs with the step's claim (and the arming before it). */
@@ -348,10 +353,6 @@ static void finish_oneshot(tw_record *rec, uint32_t idx, uint64_t st, run_ctx *c
 
 void (*_Atomic tw__run_claimed_hook)(void); /* tests only (internal.h) */
 
-/* A run's path inlined into the batch loop: called, run_timer_at's frame
- * (six saved registers) and run_handle's were a tenth of a burst's runs
- * (WL5 on two workers: 60M -> 66M callbacks/s). */
-#define TW_RUN_INLINE static inline __attribute__((always_inline))
 
 static void run_claimed_hook(void)
 {
@@ -397,7 +398,7 @@ TW_RUN_INLINE uint64_t run_timer_at(tw_service *s, tw_timer h, run_ctx *ctx)
     /* A one-shot is no longer pending once it starts. The cap's test
      * inline: a call per run for nothing, without max_timers. */
     if (!periodic && s->cfg.max_timers != 0)
-        tw__budget_give(s);
+        tw__budget_give_capped(s);
     lateness_add(ctx, now - deadline);
 
     tw_service *outer_s = tw__self.s; /* a callback we run nested in (tw_advance) */
