@@ -1304,8 +1304,8 @@ static bool worker_running(tw_worker *w)
            atomic_load_explicit(&w->cur, memory_order_relaxed) != NULL;
 }
 
-/* w's batch has runs not yet started. Relaxed: a hint; the take word's
- * CAS decides (batch_steal). */
+/* w's batch has runs not yet started; between peek_begin and peek_end.
+ * Relaxed: a hint; the take word's CAS decides (batch_steal). */
 static bool batch_waits(tw_worker *w)
 {
     tw_batch *b = atomic_load_explicit(&w->cur, memory_order_relaxed);
@@ -1325,9 +1325,25 @@ typedef struct others_view {
     uint64_t done;     /* the runs they finished */
 } others_view;
 
+/* Reading other workers' batches: marked as a stealer is (steal_one), so
+ * that a trim does not unmap a batch we read through a stale `cur`. */
+static void peek_begin(tw_worker *me)
+{
+    /* Seq_cst: before we read any worker's cur, against the trim's look
+     * at it (no_stealer), as in steal_one. */
+    atomic_store_explicit(&me->stealing, 1, memory_order_seq_cst);
+}
+
+static void peek_end(tw_worker *me)
+{
+    /* Release: our reads of the batches come before a trim that sees 0. */
+    atomic_store_explicit(&me->stealing, 0, memory_order_release);
+}
+
 static others_view view_others(tw_pool *p, tw_worker *me, uint64_t now)
 {
     others_view v = {0};
+    peek_begin(me);
     for (uint32_t k = 1; k < p->nworkers; k++) {
         tw_worker *w = &p->worker[(me->idx + k) % p->nworkers];
         if (!worker_running(w))
@@ -1342,6 +1358,7 @@ static others_view view_others(tw_pool *p, tw_worker *me, uint64_t now)
         if (now && !waiting && now > stamp && now - stamp > STUCK_NS)
             v.stuck = true;
     }
+    peek_end(me);
     return v;
 }
 
@@ -1455,10 +1472,12 @@ static void stop_running(tw_worker *me)
 /* Some other worker's batch has runs not yet started. */
 static bool others_batches_wait(tw_pool *p, tw_worker *me)
 {
-    for (uint32_t k = 1; k < p->nworkers; k++)
-        if (batch_waits(&p->worker[(me->idx + k) % p->nworkers]))
-            return true;
-    return false;
+    bool waits = false;
+    peek_begin(me);
+    for (uint32_t k = 1; k < p->nworkers && !waits; k++)
+        waits = batch_waits(&p->worker[(me->idx + k) % p->nworkers]);
+    peek_end(me);
+    return waits;
 }
 
 static void *worker_main(void *arg)

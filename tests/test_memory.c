@@ -111,9 +111,14 @@ static char *read_readme(void)
     FILE *f = fopen(TW_README, "r");
     if (!f)
         return NULL;
-    static char buf[1 << 17];
+    /* Large enough for README as it grows (its runs' tables: 142 KiB on
+     * 2026-11-28, when 128 KiB cut off the memory table); a README that
+     * fills it is refused rather than read in part. */
+    static char buf[1 << 20];
     size_t n = fread(buf, 1, sizeof buf - 1, f);
     fclose(f);
+    if (n == sizeof buf - 1)
+        return NULL;
     buf[n] = '\0';
     return buf;
 }
