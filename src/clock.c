@@ -164,7 +164,9 @@ uint64_t tw__clock_monotonic_late(void)
 }
 #endif
 
-/* tests only (internal.h): forget the rate and this thread's base. */
+/* tests only (internal.h): forget the rate and this thread's base. Seq_cst
+ * (both functions): a test's calls, between its phases; no order is
+ * asked of them. */
 void tw__late_clock_reset(void)
 {
     atomic_store(&late_mult, 0);

@@ -1142,6 +1142,7 @@ static void run_batch(tw_service *s, tw_worker *me, tw_batch *b)
     run_ctx_init(&ctx, s);
     ctx.w = me;
     uint32_t every = me->every, next_read = 0, i = 0;
+    /* Relaxed: our own word (only watchers read it). */
     uint64_t done = atomic_load_explicit(&me->done, memory_order_relaxed), read_at = 0;
     for (;; i++) {
         /* Relaxed: a stale hi only makes us try a handle a stealer took. */
@@ -1430,6 +1431,7 @@ static void watch_and_judge(tw_service *s, tw_worker *me)
         return; /* nothing queued: the runners finish their batches */
     /* Relaxed: a hint (worker_running). */
     atomic_store_explicit(&me->active, 1, memory_order_relaxed);
+    /* Relaxed: as in run_batch (the queue handed us the batch). */
     uint32_t n = (uint32_t)atomic_load_explicit(&b->take, memory_order_relaxed);
     me->waited = false;
     run_batch(s, me, b);
@@ -1501,7 +1503,7 @@ static void *worker_main(void *arg)
             /* Relaxed: a hint (worker_running). */
             atomic_store_explicit(&me->active, 1, memory_order_relaxed);
             run_batch(s, me, b);
-            if (me->joined && --me->joined == 0)
+            if (me->joined && --me->joined == 0) /* Relaxed: a hint. */
                 atomic_store_explicit(&me->active, 0, memory_order_relaxed);
             continue;
         }
