@@ -524,10 +524,6 @@ static void push_chain(tw_records *r, uint32_t j, uint32_t first, uint32_t last,
     atomic_fetch_add_explicit(&l->free_n, (int32_t)n, memory_order_release);
 }
 
-/* Push records idx[0..n) (FREE, owned by the caller), one chain per chunk
- * they lie in. The chains are linked in one pass without a branch on the
- * chunk: records freed in random order lie in chunks no branch predicts
- * (sorting them into groups with branches cost WL2's cancels 10%). */
 /* push_shared when every record lies in chunk j (a burst's runs, freed in
  * the order they were armed): one chain, linked with its head in a
  * register, where the general loop's head goes through memory (a store to
@@ -536,8 +532,8 @@ static void push_chain(tw_records *r, uint32_t j, uint32_t first, uint32_t last,
  * elsewhere. */
 static bool push_one_chunk(tw_records *r, uint32_t j, const uint32_t *idx, uint32_t n)
 {
-    tw_record *base = tw__rec(r, ((1u << j) - 1u) << TW_REC_CHUNK0_SHIFT);
-    uint32_t at = ((1u << j) - 1u) << TW_REC_CHUNK0_SHIFT, first = 0;
+    uint32_t at = ((1u << j) - 1u) << TW_REC_CHUNK0_SHIFT, first = 0; /* the chunk's first */
+    tw_record *base = tw__rec(r, at);
     for (uint32_t i = 0; i < n; i++) {
         if (__builtin_expect(tw__rec_chunk(idx[i]) != j, 0))
             return false;
@@ -549,6 +545,10 @@ static bool push_one_chunk(tw_records *r, uint32_t j, const uint32_t *idx, uint3
     return true;
 }
 
+/* Push records idx[0..n) (FREE, owned by the caller), one chain per chunk
+ * they lie in. The chains are linked in one pass without a branch on the
+ * chunk: records freed in random order lie in chunks no branch predicts
+ * (sorting them into groups with branches cost WL2's cancels 10%). */
 static void push_shared(tw_records *r, const uint32_t *idx, uint32_t n)
 {
     uint32_t j0 = tw__rec_chunk(idx[0]);

@@ -365,8 +365,8 @@ void tw__budget_give(tw_service *s)
 void tw__budget_give_more(tw_service *s, tw_stripe *st, int64_t have, bool sweeping)
 {
     if (sweeping) {
-        /* A sweep is on: hand everything to the pool, counted. Seq_cst: as
-         * above. */
+        /* A sweep is on: hand everything to the pool, counted. Seq_cst: the
+         * giver's half of the pairing with budget_sweep, as the add. */
         move_begin(s);
         pool_give(s, atomic_exchange_explicit(&st->budget, 0, memory_order_seq_cst));
         move_end(s);

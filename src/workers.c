@@ -1471,17 +1471,6 @@ static void stop_running(tw_worker *me)
     me->watch_ns = WATCH_MIN_NS;
 }
 
-/* Some other worker's batch has runs not yet started. */
-static bool others_batches_wait(tw_pool *p, tw_worker *me)
-{
-    bool waits = false;
-    peek_begin(me);
-    for (uint32_t k = 1; k < p->nworkers && !waits; k++)
-        waits = batch_waits(&p->worker[(me->idx + k) % p->nworkers]);
-    peek_end(me);
-    return waits;
-}
-
 static void *worker_main(void *arg)
 {
     tw_worker *me = arg;
@@ -1516,7 +1505,7 @@ static void *worker_main(void *arg)
         atomic_fetch_add_explicit(&p->sleepers, 1, memory_order_seq_cst);
         /* Look again, now that an owner that starts a batch sees us: its
          * runs are watched (holding_back), not left to a sleeper. */
-        if (others_batches_wait(p, me)) {
+        if (view_others(p, me, 0).batch_waits) {
             atomic_fetch_sub_explicit(&p->sleepers, 1, memory_order_seq_cst);
             continue;
         }
