@@ -26,6 +26,7 @@
 #include "timerwheel.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -93,6 +94,8 @@ enum {
     TW_RARE_JOINED_STUCK, /* an idle worker joined one that made no progress in a
                              callback (workers.c, joining; tests/test_workers.c) */
     TW_RARE_JOINED_PAYS,  /* an idle worker joined one whose runs it speeds up
+                             (workers.c, joining; tests/test_workers.c) */
+    TW_RARE_MOVED_OFF,    /* a watcher left the CPU of the runner it watched
                              (workers.c, joining; tests/test_workers.c) */
     TW_RARE_COUNT
 };
@@ -876,6 +879,10 @@ uint64_t tw__clock_monotonic_late(void);
  * rate it measured (a planted under-estimate). */
 void tw__late_clock_reset(void);
 bool tw__late_clock_on(void);
+/* Move the calling thread off its CPU to one of its mask not in busy;
+ * its mask is as before after (workers.c, joining). False where there is
+ * none. Tests call it directly. */
+bool tw__move_off_cpu(const cpu_set_t *busy);
 extern uint64_t (*_Atomic tw__late_mult_hook)(uint64_t mult);
 void     tw__clock_sleep_until(uint64_t mono_ns);  /* absolute, CLOCK_MONOTONIC */
 /* Sleep until service time t (absolute, so no drift); returns at once if
@@ -969,10 +976,13 @@ typedef struct tw_worker {
     _Atomic uint32_t waiting;    /* asleep until a claimed-ahead deadline */
     _Atomic uint64_t stamp;      /* service time of its last clock read */
     _Atomic uint64_t done;       /* runs it finished, as of that read */
+    _Atomic int32_t cpu;         /* the CPU it ran on at that read (-1: unknown) */
     uint64_t watch_ns;           /* its own: how long it watches (workers.c) */
     uint32_t every;              /* its own: runs between two clock reads */
-    uint32_t joined;             /* its own: batches it takes beside the
-                                    others before it watches them again */
+    uint64_t joined_until;       /* its own: service time until which it takes
+                                    batches beside the others (0: not joined) */
+    uint32_t probe_every;        /* its own: watches per probe (workers.c) */
+    uint32_t probe_in;           /* its own: watches until the next probe */
     bool waited;                 /* its own: a run of its batch waited for a
                                     deadline (its timing is no measure) */
 } TW_ALIGNED tw_worker;

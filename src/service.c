@@ -420,7 +420,7 @@ const char *tw__rare_name(int which)
     static const char *const name[TW_RARE_COUNT] = {
         "tombstoned", "newer", "late_slot", "cancel_lost", "lease_met", "resched_firing",
         "handed_over", "ran_away", "early_claim", "early_late", "seg_lost", "early_waited",
-        "early_yielded", "stolen", "joined_stuck", "joined_pays",
+        "early_yielded", "stolen", "joined_stuck", "joined_pays", "moved_off",
     };
     return which >= 0 && which < TW_RARE_COUNT ? name[which] : "?";
 }

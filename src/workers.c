@@ -46,6 +46,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <time.h>
@@ -1125,6 +1126,9 @@ static void note_progress(tw_worker *me, uint64_t now, uint64_t done)
 {
     atomic_store_explicit(&me->stamp, now, memory_order_relaxed);
     atomic_store_explicit(&me->done, done, memory_order_relaxed);
+    /* Relaxed, as above. sched_getcpu reads the rseq area glibc keeps
+     * (a load), or the vDSO where there is none. */
+    atomic_store_explicit(&me->cpu, sched_getcpu(), memory_order_relaxed);
 }
 
 static void run_batch(tw_service *s, tw_worker *me, tw_batch *b)
@@ -1273,29 +1277,43 @@ void tw__deliver_early(tw_service *s)
  *     a deadline (a callback that blocks, or a runner the scheduler left
  *     off its CPU). The watcher joins: it takes queued batches and steals
  *     from that runner's batch (guarantee 7, a watch period late at most).
- *   - pays: else it tries one queued batch beside the others, and counts
- *     the runs finished by all of them while it ran it. If that rate beats
+ *   - pays: else it tries queued batches beside the others, for at least
+ *     PROBE_MIN_NS (one batch may be a few microseconds of runs, which
+ *     one interrupt on either CPU makes look 20% faster or slower: such
+ *     probes joined 20-35 times in one burst of WL5, at two thirds of
+ *     one runner's rate), and counts the runs finished by all of them
+ *     while it ran them. If that rate beats
  *     the others' own rate over the watch by JOIN_GAIN_PCT, and theirs
  *     beside it kept at least half of that, it joins;
  *     else it leaves the rest to them, and watches twice as long next
  *     time (up to WATCH_MAX_NS, or half a tick if that is less: a runner
  *     that blocks later is seen within a tick).
- * A joined worker takes JOIN_BATCHES batches (or what is left) and then
- * watches again: a runner the scheduler left off its CPU for a while is
- * back by then, and runs that sped up beside it may not any more.
+ * A probe that does not pay costs what running beside costs (WL5: a
+ * third of its runs), so the watcher probes every probe_every watches,
+ * which doubles after each probe that did not pay, up to PROBE_EVERY_MAX
+ * (at the longest watch, one probe in 6.4 ms); stuck runners are looked
+ * for at every watch.
+ * A joined worker takes batches for JOIN_NS (or until none is left) and
+ * then watches again: a runner the scheduler left off its CPU for a while
+ * is back by then, and runs that sped up beside it may not any more. In
+ * time, not batches: a burst's batches may hold a few microseconds of
+ * runs each (the cursor hands a large slot out as it claims it).
  * Why: runs share what their callbacks share. WL5's callbacks all add to
  * one counter; on two cores each add then waits for the counter's line to
  * come from the other core, and two runners run a burst at a third of
  * one's rate (bench/floor.c, burst_run: 64 against 182 million runs/s on
  * the AMD guest). Runs that share nothing go at twice the rate on two, and
  * the probe finds that. A watcher wakes only while runs wait in the queue or in a
- * runner's batch, and not at all while the service is paused.
+ * runner's batch, and not at all while the service is paused. A watcher
+ * on a runner's CPU moves off it (leave_runners_cpu).
  */
 #define WATCH_MIN_NS  50000u
 #define WATCH_MAX_NS  400000u
 #define STUCK_NS      50000u
 #define JOIN_GAIN_PCT 120u
-#define JOIN_BATCHES  4u
+#define JOIN_NS         1000000u
+#define PROBE_MIN_NS    100000u
+#define PROBE_EVERY_MAX 16u
 
 /* Running: it takes batches (active), or holds one (cur; its active store
  * may not be seen yet). Relaxed: hints. */
@@ -1323,7 +1341,10 @@ typedef struct others_view {
     bool stuck;        /* one made no progress for STUCK_NS, not asleep for
                           a deadline (its batch, or the queue, waits) */
     bool waiting;      /* one is asleep until a deadline */
+    bool beside_me;    /* one runs on the CPU I run on (as of its last clock
+                          read): see leave_runners_cpu */
     uint64_t done;     /* the runs they finished */
+    cpu_set_t busy;    /* the CPUs they run on, as of their last clock reads */
 } others_view;
 
 /* Reading other workers' batches: marked as a stealer is (steal_one), so
@@ -1344,6 +1365,8 @@ static void peek_end(tw_worker *me)
 static others_view view_others(tw_pool *p, tw_worker *me, uint64_t now)
 {
     others_view v = {0};
+    int here = now ? sched_getcpu() : -1;
+    CPU_ZERO(&v.busy);
     peek_begin(me);
     for (uint32_t k = 1; k < p->nworkers; k++) {
         tw_worker *w = &p->worker[(me->idx + k) % p->nworkers];
@@ -1358,6 +1381,11 @@ static others_view view_others(tw_pool *p, tw_worker *me, uint64_t now)
         uint64_t stamp = atomic_load_explicit(&w->stamp, memory_order_relaxed);
         if (now && !waiting && now > stamp && now - stamp > STUCK_NS)
             v.stuck = true;
+        int32_t cpu = atomic_load_explicit(&w->cpu, memory_order_relaxed);
+        if (!waiting && cpu >= 0 && cpu < CPU_SETSIZE) {
+            CPU_SET(cpu, &v.busy);
+            v.beside_me |= cpu == here;
+        }
     }
     peek_end(me);
     return v;
@@ -1371,13 +1399,50 @@ static bool holding_back(tw_service *s, tw_worker *me)
     /* Relaxed: our own word. Acquire: pairs with tw__pool_quit's release
      * store; quitting, take what is left (the stop sweep dropped its
      * timers). */
-    if (me->joined || atomic_load_explicit(&me->active, memory_order_relaxed) ||
+    if (me->joined_until || atomic_load_explicit(&me->active, memory_order_relaxed) ||
         atomic_load_explicit(&p->quit, memory_order_acquire))
         return false;
     others_view v = view_others(p, me, 0);
     /* Relaxed: a hint; signed, as it may dip below 0 for a moment. */
     int32_t queued = (int32_t)atomic_load_explicit(&p->queued, memory_order_relaxed);
     return v.running && (v.batch_waits || queued > 0);
+}
+
+/* Leave the CPU I run on for one in my affinity mask that no runner is
+ * on: narrow the mask (the kernel moves the thread at once), then put it
+ * back as it was (which leaves the thread where it now is). False, and
+ * nothing changed, where there is no such CPU (the thread pinned, every
+ * CPU running a runner) or the mask does not fit a cpu_set_t. Were the
+ * mask changed by someone else between our read and our put-back, theirs
+ * would be lost: nobody but the thread itself sets a worker's mask (a
+ * callback may; it is not running now). */
+bool tw__move_off_cpu(const cpu_set_t *busy)
+{
+    cpu_set_t mine, away;
+    if (sched_getaffinity(0, sizeof mine, &mine) != 0)
+        return false;
+    CPU_XOR(&away, &mine, busy);
+    CPU_AND(&away, &away, &mine); /* mine and not busy */
+    if (CPU_COUNT(&away) == 0 || sched_setaffinity(0, sizeof away, &away) != 0)
+        return false;
+    (void)sched_setaffinity(0, sizeof mine, &mine);
+    return true;
+}
+
+/* A watcher that finds itself on a runner's CPU moves off it. Why: the
+ * kernel wakes a sleeper where it last ran, or where its waker runs (the
+ * runner's wake at a batch's start, a timer that fires there), and a
+ * runner loses its CPU to the watcher on every look, every watch period,
+ * while the other CPU may stand idle: on the AMD guest (sched_switch
+ * traced) one burst of WL5 ran at 41.6 million runs a second so, its
+ * runner preempted 47 times by its watcher and the other CPU idle
+ * throughout, against 64.8 and 67.1 million in runs of the same minutes
+ * with the watcher on the other CPU. Once moved, its timed sleeps fire
+ * there and it wakes there. */
+static void leave_runners_cpu(tw_service *s, others_view *v)
+{
+    if (v->beside_me && tw__move_off_cpu(&v->busy))
+        tw__count_rare(s, TW_RARE_MOVED_OFF);
 }
 
 static uint64_t service_now(tw_service *s)
@@ -1395,6 +1460,20 @@ static void stay_back(tw_worker *me)
         me->watch_ns *= 2;
 }
 
+/* Join the runners for JOIN_NS from now. */
+static void join_now(tw_worker *me, uint64_t now)
+{
+    me->joined_until = now + JOIN_NS;
+}
+
+/* A probe did not pay: the next comes after twice as many watches. */
+static void probe_later(tw_worker *me)
+{
+    if (me->probe_every < PROBE_EVERY_MAX)
+        me->probe_every *= 2;
+    me->probe_in = me->probe_every - 1;
+}
+
 /* Watch the running workers for watch_ns, then judge (see "Joining"). */
 static void watch_and_judge(tw_service *s, tw_worker *me)
 {
@@ -1408,12 +1487,14 @@ static void watch_and_judge(tw_service *s, tw_worker *me)
     }
     uint64_t t0 = service_now(s);
     others_view v0 = view_others(p, me, t0);
+    leave_runners_cpu(s, &v0);
     futex_wait_ns(&p->quit_seq, seq, me->watch_ns);
     uint64_t t1 = service_now(s);
     others_view v1 = view_others(p, me, t1);
+    leave_runners_cpu(s, &v1);
     if (v1.stuck) {
         /* The stuck runner's batch-mates first: they wait longest. */
-        me->joined = JOIN_BATCHES;
+        join_now(me, t1);
         tw__count_rare(s, TW_RARE_JOINED_STUCK);
         run_stolen(s, me);
         return;
@@ -1422,7 +1503,9 @@ static void watch_and_judge(tw_service *s, tw_worker *me)
      * measures nothing: watch again, longer (a runner may wait for a
      * deadline claimed ahead for a while). */
     if (v0.waiting || v1.waiting || v0.running != v1.running || v1.done <= v0.done ||
-        t1 <= t0) {
+        t1 <= t0 || me->probe_in > 0) {
+        if (me->probe_in > 0)
+            me->probe_in--;
         stay_back(me);
         return;
     }
@@ -1431,11 +1514,14 @@ static void watch_and_judge(tw_service *s, tw_worker *me)
         return; /* nothing queued: the runners finish their batches */
     /* Relaxed: a hint (worker_running). */
     atomic_store_explicit(&me->active, 1, memory_order_relaxed);
-    /* Relaxed: as in run_batch (the queue handed us the batch). */
-    uint32_t n = (uint32_t)atomic_load_explicit(&b->take, memory_order_relaxed);
     me->waited = false;
-    run_batch(s, me, b);
-    uint64_t t2 = service_now(s);
+    uint64_t n = 0, t2;
+    do {
+        /* Relaxed: as in run_batch (the queue handed us the batch). */
+        n += (uint32_t)atomic_load_explicit(&b->take, memory_order_relaxed);
+        run_batch(s, me, b);
+        t2 = service_now(s);
+    } while (t2 - t1 < PROBE_MIN_NS && (b = pool_take(p)) != NULL);
     others_view v2 = view_others(p, me, t2);
     /* The rates as runs per ns, compared by cross-multiplying: the others'
      * alone, all of us beside them, and the others' own beside us. The
@@ -1449,15 +1535,17 @@ static void watch_and_judge(tw_service *s, tw_worker *me)
 #ifdef TW_DEBUG_JOIN
     fprintf(stderr, "join? alone %.1f/us beside %.1f/us (n %u, %lu us)\n",
             (double)(v1.done - v0.done) * 1e3 / (double)(t1 - t0),
-            (double)(v2.done - v1.done + n) * 1e3 / (double)(t2 - t1), n,
+            (double)(v2.done - v1.done + n) * 1e3 / (double)(t2 - t1), (unsigned)n,
             (unsigned long)((t2 - t1) / 1000));
 #endif
     if (!me->waited && v2.done >= v1.done && t2 > t1 && v2.running == v1.running &&
         beside * 100.0 > alone * JOIN_GAIN_PCT && theirs * 2.0 > alone) {
-        me->joined = JOIN_BATCHES;
+        join_now(me, t2);
         me->watch_ns = WATCH_MIN_NS;
+        me->probe_every = 1;
         tw__count_rare(s, TW_RARE_JOINED_PAYS);
     } else {
+        probe_later(me);
         stay_back(me);
     }
 }
@@ -1467,8 +1555,10 @@ static void stop_running(tw_worker *me)
 {
     /* Relaxed: a hint (worker_running). */
     atomic_store_explicit(&me->active, 0, memory_order_relaxed);
-    me->joined = 0;
+    me->joined_until = 0;
     me->watch_ns = WATCH_MIN_NS;
+    me->probe_every = 1;
+    me->probe_in = 0;
 }
 
 static void *worker_main(void *arg)
@@ -1492,11 +1582,14 @@ static void *worker_main(void *arg)
             /* Relaxed: a hint (worker_running). */
             atomic_store_explicit(&me->active, 1, memory_order_relaxed);
             run_batch(s, me, b);
-            if (me->joined && --me->joined == 0) /* Relaxed: a hint. */
+            if (me->joined_until && service_now(s) >= me->joined_until) {
+                me->joined_until = 0;
+                /* Relaxed: a hint. */
                 atomic_store_explicit(&me->active, 0, memory_order_relaxed);
+            }
             continue;
         }
-        if (me->joined)
+        if (me->joined_until)
             run_stolen(s, me);
         stop_running(me);
         /* Acquire: pairs with tw__pool_quit's release store. */
@@ -1550,9 +1643,12 @@ int tw__pool_start(tw_service *s, uint32_t nthreads)
         atomic_init(&p->worker[i].waiting, 0);
         atomic_init(&p->worker[i].stamp, 0);
         atomic_init(&p->worker[i].done, 0);
+        atomic_init(&p->worker[i].cpu, -1);
         p->worker[i].watch_ns = WATCH_MIN_NS;
         p->worker[i].every = 1;
-        p->worker[i].joined = 0;
+        p->worker[i].joined_until = 0;
+        p->worker[i].probe_every = 1;
+        p->worker[i].probe_in = 0;
         p->worker[i].waited = false;
     }
     /* A slab ready before the first burst: mapping one and touching its

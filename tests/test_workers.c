@@ -4,9 +4,13 @@
  * workers.c: stealing). The bounds are generous (a loaded 2-core machine,
  * sanitizers): what is asserted is "while the blocker still blocks", and
  * the blocker blocks for seconds. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* sched_getcpu, sched_[gs]etaffinity, CPU_* */
+#endif
 #include "tw_test.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <unistd.h>
 
@@ -322,6 +326,51 @@ static void a_worker_joins_where_it_pays(void **state)
         if (attempt == 5)
             fail_msg("no burst of five had the second worker join where it pays");
     }
+}
+
+/* A watcher that finds itself on a runner's CPU moves off it (workers.c,
+ * leave_runners_cpu): tw__move_off_cpu takes the calling thread to a CPU
+ * of its mask that is not busy, and leaves the mask as it found it.
+ * Where there is none (every CPU of the mask busy, or the thread pinned),
+ * it answers false and changes nothing. A running thread is moved only by
+ * its own mask's change (or an active balance, which the few
+ * microseconds between the call's return and the look here do not see). */
+static void a_watcher_moves_off_a_busy_cpu_keeping_its_mask(void **state)
+{
+    (void)state;
+    cpu_set_t mask, busy, now;
+    assert_int_equal(sched_getaffinity(0, sizeof mask, &mask), 0);
+    if (CPU_COUNT(&mask) < 2) {
+        print_message("      one CPU in the mask: nowhere to move to\n");
+        skip();
+    }
+    for (int round = 0; round < 20; round++) {
+        int here = sched_getcpu();
+        assert_true(here >= 0);
+        CPU_ZERO(&busy);
+        CPU_SET(here, &busy);
+        assert_true(tw__move_off_cpu(&busy));
+        assert_int_not_equal(sched_getcpu(), here);
+        assert_int_equal(sched_getaffinity(0, sizeof now, &now), 0);
+        assert_true(CPU_EQUAL(&now, &mask));
+    }
+    /* Every CPU of the mask busy: nowhere to go. */
+    int here = sched_getcpu();
+    assert_false(tw__move_off_cpu(&mask));
+    assert_int_equal(sched_getaffinity(0, sizeof now, &now), 0);
+    assert_true(CPU_EQUAL(&now, &mask));
+    /* Pinned to its CPU: a mask of one, which it keeps. */
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(here, &one);
+    assert_int_equal(sched_setaffinity(0, sizeof one, &one), 0);
+    CPU_ZERO(&busy);
+    CPU_SET(here, &busy);
+    assert_false(tw__move_off_cpu(&busy));
+    assert_int_equal(sched_getcpu(), here);
+    assert_int_equal(sched_getaffinity(0, sizeof now, &now), 0);
+    assert_true(CPU_EQUAL(&now, &one));
+    assert_int_equal(sched_setaffinity(0, sizeof mask, &mask), 0);
 }
 
 /* A slot of many timers is claimed before its tick (wheel.c, early
@@ -950,6 +999,7 @@ int main(void)
         cmocka_unit_test(stealing_runs_each_timer_once),
         cmocka_unit_test(a_worker_joins_a_stuck_one),
         cmocka_unit_test(a_worker_joins_where_it_pays),
+        cmocka_unit_test(a_watcher_moves_off_a_busy_cpu_keeping_its_mask),
         cmocka_unit_test(large_slot_claimed_early),
         cmocka_unit_test(early_claim_overtaken_by_its_tick),
         cmocka_unit_test(early_claim_handed_over_before_its_tick),
