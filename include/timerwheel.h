@@ -448,10 +448,13 @@ TW_API uint64_t tw_max_delay(const tw_service *s);
 
 /* Lateness histogram: bucket 0 counts callback starts 0 .. 1023 ns late;
  * bucket i >= 1 counts those [2^(i+9), 2^(i+10)) ns late; the last bucket
- * takes everything later. On the worker pool the clock is read before every
- * eighth run of a batch, so a run's lateness (here and in max_lateness_ns)
- * may be under-estimated by up to seven batch-mates' run time. buckets
- * NULL: nothing is done (as tw_stats_get with out NULL). */
+ * takes everything later. On the worker pool the clock is read before a
+ * batch's first run and then every 1 to 64 runs, as many as take about
+ * 4 us, so a run's lateness (here and in max_lateness_ns) may be
+ * under-estimated by the run time of the batch-mates since the last read:
+ * about 4 us, at most 63 of them while the spacing adapts to slower
+ * callbacks. buckets NULL: nothing is done (as tw_stats_get with out
+ * NULL). */
 #define TW_LATENESS_BUCKETS 40
 TW_API void tw_lateness_histogram(tw_service *s, uint64_t buckets[TW_LATENESS_BUCKETS]);
 
