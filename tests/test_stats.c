@@ -143,6 +143,86 @@ static void lateness_max_and_histogram(void **state)
     tw_destroy(s);
 }
 
+/* A worker counts its batch's lateness runs at a time: the clock read
+ * some runs before (every 1 to 64, workers.c), each run's bucket by a
+ * range check against the last one's. One worker, a burst of BURST_N
+ * timers due at one instant (tw_schedule_at: the deadline is exact), each
+ * callback spinning about 2 us: lateness grows through the burst across
+ * several buckets. The library's lateness of run k lies between the
+ * start of run k - 64 (the read comes after it) and its own start, less
+ * the deadline; so, bucket by bucket, the runs it counts at or below b lie
+ * between those whose upper bound is there and those whose lower bound
+ * is. A bucket's range off by one power of two breaks it (planted: the
+ * width doubled, lo halved). */
+enum { BURST_N = 3000 };
+
+typedef struct burst_rec {
+    tw_service *s;
+    atomic_int runs;
+    uint64_t start[BURST_N]; /* service time at each run's start, in order */
+} burst_rec;
+
+static void burst_run(tw_timer t, void *arg)
+{
+    (void)t;
+    burst_rec *b = arg;
+    uint64_t now = tw_now(b->s);
+    int k = atomic_load_explicit(&b->runs, memory_order_relaxed); /* one worker */
+    b->start[k] = now;
+    while (tw_now(b->s) < now + 2 * T_US) {
+    }
+    atomic_store_explicit(&b->runs, k + 1, memory_order_release);
+}
+
+static void lateness_counted_in_batches(void **state)
+{
+    (void)state;
+    tw_service *s = t_monotonic(1, T_MS);
+    static burst_rec b;
+    memset(&b, 0, sizeof b);
+    b.s = s;
+    uint64_t at = tw_now(s) + 50 * T_MS;
+    for (int i = 0; i < BURST_N; i++)
+        ASSERT_RC(tw_schedule_at(s, at, burst_run, &b, NULL), TW_OK);
+    uint64_t give_up = t_mono_ns() + 30 * T_S;
+    while (atomic_load_explicit(&b.runs, memory_order_acquire) < BURST_N && t_mono_ns() < give_up)
+        t_sleep_ns(T_MS);
+    assert_int_equal(atomic_load(&b.runs), BURST_N);
+    ASSERT_RC(tw_stop(s, NULL), TW_OK);
+    tw_stats st;
+    t_stats(s, &st);
+    uint64_t h[TW_LATENESS_BUCKETS];
+    tw_lateness_histogram(s, h);
+    uint64_t total = 0, lo_max = 0, hi_max = 0;
+    uint64_t by_hi[TW_LATENESS_BUCKETS] = {0}, by_lo[TW_LATENESS_BUCKETS] = {0};
+    for (int k = 0; k < BURST_N; k++) {
+        assert_true(b.start[k] >= at); /* never early */
+        uint64_t hi = b.start[k] - at, lo = b.start[k < 64 ? 0 : k - 64] - at;
+        by_hi[bucket_of(hi)]++;
+        by_lo[bucket_of(lo)]++;
+        lo_max = lo > lo_max ? lo : lo_max;
+        hi_max = hi > hi_max ? hi : hi_max;
+    }
+    uint64_t got = 0, under_hi = 0, under_lo = 0;
+    int used = 0;
+    for (int i = 0; i < TW_LATENESS_BUCKETS; i++) {
+        total += h[i];
+        got += h[i];
+        under_hi += by_hi[i];
+        under_lo += by_lo[i];
+        used += h[i] != 0;
+        if (got < under_hi || got > under_lo)
+            fail_msg("lateness buckets 0..%d: %" PRIu64 " runs, expected %" PRIu64 " to %" PRIu64,
+                     i, got, under_hi, under_lo);
+    }
+    print_message("      %d buckets used, worst %" PRIu64 " ns (between %" PRIu64 " and %" PRIu64
+                  ")\n", used, st.max_lateness_ns, lo_max, hi_max);
+    assert_int_equal(total, BURST_N);
+    assert_true(used >= 2); /* 3 under valgrind, where it starts late; 7 natively */
+    assert_true(st.max_lateness_ns >= lo_max && st.max_lateness_ns <= hi_max);
+    tw_destroy(s);
+}
+
 static void counters_match_operations(void **state)
 {
     (void)state;
@@ -187,6 +267,7 @@ int main(void)
         cmocka_unit_test_setup(quantile_outside_range_and_null_outputs, setup),
         cmocka_unit_test_setup(ticks_count_processed_ticks, setup),
         cmocka_unit_test_setup(lateness_max_and_histogram, setup),
+        cmocka_unit_test_setup(lateness_counted_in_batches, setup),
         cmocka_unit_test_setup(counters_match_operations, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
