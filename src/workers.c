@@ -296,6 +296,7 @@ typedef struct run_ctx {
     uint64_t worst;
     uint64_t lo, width;          /* the bucket's lateness: [lo, lo + width) */
     tw_stripe *stripe;           /* this thread's counters (tw__stripe) */
+    bool owned;                  /* ... and whether it owns them (tw__count_add) */
     uint32_t nfreed;
     uint32_t freed[FREED_BATCH]; /* FREE records not yet given back */
 } run_ctx;
@@ -349,6 +350,18 @@ static void run_ctx_init(run_ctx *c, tw_service *s)
     c->bucket = c->n = c->nfreed = 0;
     c->lo = c->width = 0; /* the first run moves to its bucket */
     c->stripe = tw__stripe(s);
+    c->owned = tw__stripe_owned;
+}
+
+/* tw__count_add with the stripe's ownership read once per run_ctx. */
+static inline void ctx_count(const run_ctx *c, _Atomic uint64_t *field)
+{
+    /* Release: as in tw__count_add, which says why. */
+    if (c->owned)
+        atomic_store_explicit(field, atomic_load_explicit(field, memory_order_relaxed) + 1,
+                              memory_order_release);
+    else
+        atomic_fetch_add_explicit(field, 1, memory_order_release);
 }
 
 static void freed_flush(run_ctx *c)
@@ -392,7 +405,12 @@ static void run_claimed_hook(void)
 /* Run timer h if it is still FIRING and due by `now` (service time, read
  * at or before the run's start; also its lateness reading). Returns 0 when
  * done with h (run, or gone), else h's deadline, which is after now. */
-TW_RUN_INLINE uint64_t run_timer_at(tw_service *s, tw_timer h, tw_record *rec, run_ctx *ctx)
+/* Run timer h (record rec) if it is still FIRING and due by ctx->now.
+ * `batch` (a constant where inlined): run_batch's runs, for which the
+ * batch set tw__self.s and restores it after (a save and restore of both
+ * words per run was six thread-local accesses of ~40 cycles). */
+TW_RUN_INLINE uint64_t run_timer_at(tw_service *s, tw_timer h, tw_record *rec, run_ctx *ctx,
+                                    bool batch)
 {
     uint64_t now = ctx->now;
     uint32_t idx = tw__handle_idx(h);
@@ -413,8 +431,8 @@ TW_RUN_INLINE uint64_t run_timer_at(tw_service *s, tw_timer h, tw_record *rec, r
      * once tw_pause returns, stats.fired holds every run that will start
      * before tw_resume (tests/test_pause.c). */
     if (periodic)
-        tw__count_add(&ctx->stripe->periodic_runs, 1);
-    tw__count_add(&ctx->stripe->fired, 1);
+        ctx_count(ctx, &ctx->stripe->periodic_runs);
+    ctx_count(ctx, &ctx->stripe->fired);
     run_claimed_hook();
     if (inline_now && inline_now->s == s)
         raise_claim_floor(s, inline_now);
@@ -427,17 +445,23 @@ TW_RUN_INLINE uint64_t run_timer_at(tw_service *s, tw_timer h, tw_record *rec, r
         tw__budget_give_capped(s);
     lateness_add(ctx, now - deadline);
 
-    tw_service *outer_s = tw__self.s; /* a callback we run nested in (tw_advance) */
-    tw_timer outer_t = tw__self.t;
-    tw__self.s = s;
+    tw_service *outer_s = NULL; /* a callback we run nested in (tw_advance) */
+    tw_timer outer_t = 0;
+    if (!batch) {
+        outer_s = tw__self.s;
+        outer_t = tw__self.t;
+        tw__self.s = s;
+    }
     tw__self.t = h;
     /* The gate opens at the callback's call, not at the claim: a runner
      * preempted between the two (the budget, the lateness figures) started
      * its callback after tw_pause had returned (a review, 2026-11-28). */
     tw__gate_leave();
     cb(h, arg);
-    tw__self.s = outer_s;
-    tw__self.t = outer_t;
+    if (!batch) {
+        tw__self.s = outer_s;
+        tw__self.t = outer_t;
+    }
 
     if (periodic) {
         /* Counted before the re-arm is placed: a tw_next_due that finds
@@ -463,7 +487,7 @@ void tw__run_timer(tw_service *s, tw_timer h)
     run_ctx ctx;
     run_ctx_init(&ctx, s);
     ctx.now = tw__clock_read(s) - s->origin;
-    uint64_t early = run_timer_at(s, h, tw__rec(&s->rec, tw__handle_idx(h)), &ctx);
+    uint64_t early = run_timer_at(s, h, tw__rec(&s->rec, tw__handle_idx(h)), &ctx, false);
     run_ctx_done(&ctx);
     if (early != 0) {
         fputs("timerwheel: a timer claimed inline is not yet due\n", stderr);
@@ -1001,9 +1025,10 @@ static bool wait_until(tw_service *s, uint64_t t)
  * refresh it every CLOCK_EVERY runs: each run's lateness is measured at
  * most that many batch-mates before its start, an under-estimate by at
  * most their run time). */
-TW_RUN_INLINE void run_handle_at(tw_service *s, tw_timer h, tw_record *rec, run_ctx *ctx)
+TW_RUN_INLINE void run_handle_at(tw_service *s, tw_timer h, tw_record *rec, run_ctx *ctx,
+                                 bool batch)
 {
-    for (uint64_t early; (early = run_timer_at(s, h, rec, ctx)) != 0;) {
+    for (uint64_t early; (early = run_timer_at(s, h, rec, ctx, batch)) != 0;) {
         /* Relaxed (waiting, stamp): hints for watchers ("Joining"): a
          * runner asleep until a deadline is not stuck in a callback. */
         if (ctx->w) {
@@ -1023,7 +1048,7 @@ TW_RUN_INLINE void run_handle_at(tw_service *s, tw_timer h, tw_record *rec, run_
 
 TW_RUN_INLINE void run_handle(tw_service *s, tw_timer h, run_ctx *ctx)
 {
-    run_handle_at(s, h, tw__rec(&s->rec, tw__handle_idx(h)), ctx);
+    run_handle_at(s, h, tw__rec(&s->rec, tw__handle_idx(h)), ctx, false);
 }
 
 static void run_handles(tw_service *s, const tw_timer *h, uint32_t n)
@@ -1195,6 +1220,10 @@ static void run_batch(tw_service *s, tw_worker *me, tw_batch *b)
     uint32_t every = me->every, next_read = 0, i = 0;
     /* Relaxed: our own word (only watchers read it). */
     uint64_t done = atomic_load_explicit(&me->done, memory_order_relaxed), read_at = 0;
+    /* The callbacks' service for the whole batch (run_timer_at, batch). */
+    tw_service *outer_s = tw__self.s;
+    tw_timer outer_t = tw__self.t;
+    tw__self.s = s;
     rec_ring ring;
     for (uint32_t k = 0; k < PREFETCH_AHEAD && k < n; k++)
         ring_fetch(s, &ring, k, pairs[2 * k + 1]);
@@ -1219,9 +1248,11 @@ static void run_batch(tw_service *s, tw_worker *me, tw_batch *b)
              * a run is ~40 cycles, and every store in it shows. */
             atomic_store_explicit(&b->lo, i + 1, memory_order_relaxed);
         }
-        run_handle_at(s, pairs[2 * i + 1], rec, &ctx);
+        run_handle_at(s, pairs[2 * i + 1], rec, &ctx, true);
     }
     run_ctx_done(&ctx);
+    tw__self.s = outer_s;
+    tw__self.t = outer_t;
     me->every = every;
     /* Relaxed: a hint for watchers, as note_progress. */
     atomic_store_explicit(&me->done, done + i, memory_order_relaxed);
