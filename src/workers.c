@@ -324,9 +324,9 @@ __attribute__((noinline, cold)) static void lateness_move(run_ctx *c, uint64_t l
 
 /* Per run, a range check rather than the bucket's computation (a bsr,
  * its clamp, a compare and a store of the bucket). Unsigned: a lateness
- * below lo wraps past width. Why it matters: a burst's run is ~40 cycles,
- * two of them locked instructions that wait for all before them, and
- * every instruction shows. This, the stripe looked up once per run_ctx
+ * below lo wraps past width. Why it matters: a burst's run is ~40 cycles
+ * (two locked instructions among them: the claim's and WL5's callback's),
+ * and every instruction shows. This, the stripe looked up once per run_ctx
  * and lo written at clock reads took WL5's burst on one worker from
  * 71.5-72.6M to 74.6-79.4M runs/s in its fast runs and from 40-52M to
  * 47-57M in its slow ones (14 alternating runs each, AMD guest); without
@@ -402,13 +402,13 @@ static void run_claimed_hook(void)
         hook();
 }
 
-/* Run timer h if it is still FIRING and due by `now` (service time, read
- * at or before the run's start; also its lateness reading). Returns 0 when
- * done with h (run, or gone), else h's deadline, which is after now. */
-/* Run timer h (record rec) if it is still FIRING and due by ctx->now.
- * `batch` (a constant where inlined): run_batch's runs, for which the
- * batch set tw__self.s and restores it after (a save and restore of both
- * words per run was six thread-local accesses of ~40 cycles). */
+/* Run timer h (its record rec) if it is still FIRING and due by ctx->now
+ * (service time, read at or before the run's start; also its lateness
+ * reading). Returns 0 when done with h (run, or gone), else h's deadline,
+ * which is after now. `batch` (a constant where inlined): run_batch's
+ * runs, whose batch sets tw__self.s once and restores it after (a save and
+ * restore of both words per run was six thread-local accesses in a run of
+ * ~40 cycles). */
 TW_RUN_INLINE uint64_t run_timer_at(tw_service *s, tw_timer h, tw_record *rec, run_ctx *ctx,
                                     bool batch)
 {
