@@ -374,6 +374,9 @@ bool tw__rec_trim_step(tw_records *r);
  * for it while so. */
 bool tw__rec_may_trim(tw_records *r, uint64_t in_use);
 extern bool tw__rec_plant_no_handshake; /* stress/table_shrink.c only */
+/* Watchers stay where the kernel put them (workers.c, leave_runners_cpu):
+ * stress/table_shrink.c's planted run only (it says why). */
+extern bool tw__watchers_stay;
 /* Tests only (stress/periodic_handover.c): called by a runner that holds a
  * periodic timer's re-arm lease, just before it releases it, so that a
  * test can make a reschedule meet that window however loaded the machine

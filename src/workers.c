@@ -925,7 +925,7 @@ static tw_batch *pool_take(tw_pool *p)
 #define CLOCK_EVERY_MAX 64
 #define CLOCK_GAP_NS    4000u
 
-static void prefetch_record(tw_service *s, tw_timer h)
+static tw_record *prefetch_record(tw_service *s, tw_timer h)
 {
     /* The record was last written by the cursor's claim on another core:
      * fetch its line for writing while earlier callbacks run. A handle
@@ -933,6 +933,7 @@ static void prefetch_record(tw_service *s, tw_timer h)
     tw_record *rec = tw__rec(&s->rec, tw__handle_idx(h));
     if (rec)
         __builtin_prefetch(rec, 1, 3);
+    return rec;
 }
 
 /* The batch runner's records, looked up once: when prefetched, for the
@@ -943,13 +944,9 @@ typedef struct rec_ring {
     tw_record *rec[PREFETCH_AHEAD];
 } rec_ring;
 
-static tw_record *ring_fetch(tw_service *s, rec_ring *r, uint32_t i, tw_timer h)
+static void ring_fetch(tw_service *s, rec_ring *r, uint32_t i, tw_timer h)
 {
-    tw_record *rec = tw__rec(&s->rec, tw__handle_idx(h));
-    if (rec)
-        __builtin_prefetch(rec, 1, 3); /* as in prefetch_record */
-    r->rec[i % PREFETCH_AHEAD] = rec;
-    return rec;
+    r->rec[i % PREFETCH_AHEAD] = prefetch_record(s, h);
 }
 
 /* When a timer claimed ahead of its deadline may start: the end of the
@@ -1524,9 +1521,11 @@ bool tw__move_off_cpu(const cpu_set_t *busy)
  * throughout, against 64.8 and 67.1 million in runs of the same minutes
  * with the watcher on the other CPU. Once moved, its timed sleeps fire
  * there and it wakes there. */
+bool tw__watchers_stay; /* stress/table_shrink.c only (internal.h) */
+
 static void leave_runners_cpu(tw_service *s, others_view *v)
 {
-    if (v->beside_me && tw__move_off_cpu(&v->busy))
+    if (v->beside_me && !tw__watchers_stay && tw__move_off_cpu(&v->busy))
         tw__count_rare(s, TW_RARE_MOVED_OFF);
 }
 
