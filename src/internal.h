@@ -96,7 +96,7 @@ enum {
     TW_RARE_JOINED_PAYS,  /* an idle worker joined one whose runs it speeds up
                              (workers.c, joining; tests/test_workers.c) */
     TW_RARE_MOVED_OFF,    /* a watcher left the CPU of the runner it watched
-                             (workers.c, joining; tests/test_workers.c) */
+                             (workers.c, joining; its move: tests/test_workers.c) */
     TW_RARE_COUNT
 };
 
@@ -1303,18 +1303,24 @@ static inline tw_stripe *tw__stripe(tw_service *s)
         i = tw__stripe_assign();
     return &s->stripe[i];
 }
-static inline void tw__count_add(_Atomic uint64_t *c, uint64_t n)
+/* tw__count_add with the stripe's ownership given (a runner reads it once
+ * per run of many: workers.c, run_ctx). */
+static inline void tw__count_add_owned(_Atomic uint64_t *c, uint64_t n, bool owned)
 {
     /* Release: a reader that sums a counter, then fences (acquire), sees
      * every count made before this one, such as a timer's arming before
      * its end (tw__pending; a plain store or a locked add on x86 either
      * way). An owned stripe has one writer, so load + store loses no
      * update. */
-    if (tw__stripe_owned)
+    if (owned)
         atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n,
                               memory_order_release);
     else
         atomic_fetch_add_explicit(c, n, memory_order_release);
+}
+static inline void tw__count_add(_Atomic uint64_t *c, uint64_t n)
+{
+    tw__count_add_owned(c, n, tw__stripe_owned);
 }
 #define TW_COUNT(s, field, n) tw__count_add(&tw__stripe(s)->field, (n))
 void tw__count_rare(tw_service *s, int which);
@@ -1352,6 +1358,12 @@ static inline uint32_t tw__lateness_bucket(uint64_t ns)
         return 0;
     uint32_t b = (uint32_t)(63 - __builtin_clzll(ns)) - 9;
     return b < TW_LATENESS_BUCKETS ? b : TW_LATENESS_BUCKETS - 1;
+}
+/* The least lateness bucket b counts (b <= TW_LATENESS_BUCKETS: the one
+ * past the last is where it would begin). */
+static inline uint64_t tw__lateness_bucket_lo(uint32_t b)
+{
+    return b == 0 ? 0 : (uint64_t)1 << (b + 9);
 }
 /* n runs whose lateness fell in `bucket`, the worst of them `worst` ns. */
 void tw__note_lateness_runs(tw_service *s, uint32_t bucket, uint32_t n, uint64_t worst);

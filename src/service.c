@@ -537,7 +537,7 @@ uint64_t tw_lateness_quantile(tw_service *s, double q)
     for (int b = 0; b < TW_LATENESS_BUCKETS; b++) {
         seen += h[b];
         if (seen >= want)
-            return b == 0 ? 1023 : (1ull << (b + 10)) - 1;
+            return tw__lateness_bucket_lo((uint32_t)b + 1) - 1;
     }
     return UINT64_MAX;
 }

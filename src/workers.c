@@ -316,8 +316,9 @@ __attribute__((noinline, cold)) static void lateness_move(run_ctx *c, uint64_t l
     lateness_flush(c);
     uint32_t b = tw__lateness_bucket(late);
     c->bucket = b;
-    c->lo = b == 0 ? 0 : (uint64_t)1 << (b + 9);
-    c->width = b == TW_LATENESS_BUCKETS - 1 ? UINT64_MAX - c->lo : b == 0 ? 1024 : c->lo;
+    c->lo = tw__lateness_bucket_lo(b);
+    c->width = b == TW_LATENESS_BUCKETS - 1 ? UINT64_MAX - c->lo
+                                            : tw__lateness_bucket_lo(b + 1) - c->lo;
     c->n = 1;
     c->worst = late;
 }
@@ -353,15 +354,11 @@ static void run_ctx_init(run_ctx *c, tw_service *s)
     c->owned = tw__stripe_owned;
 }
 
-/* tw__count_add with the stripe's ownership read once per run_ctx. */
+/* One more of a counter of this thread's stripe, its ownership as read
+ * once per run_ctx. */
 static inline void ctx_count(const run_ctx *c, _Atomic uint64_t *field)
 {
-    /* Release: as in tw__count_add, which says why. */
-    if (c->owned)
-        atomic_store_explicit(field, atomic_load_explicit(field, memory_order_relaxed) + 1,
-                              memory_order_release);
-    else
-        atomic_fetch_add_explicit(field, 1, memory_order_release);
+    tw__count_add_owned(field, 1, c->owned);
 }
 
 static void freed_flush(run_ctx *c)
