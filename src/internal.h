@@ -965,6 +965,15 @@ typedef struct tw_batch_slab {
     tw_batch b[TW_SLAB_BATCHES];
 } tw_batch_slab;
 
+/* Idle units of max_timers held in one place (a counter stripe, a worker):
+ * given - taken (service.c, budgets). Given: written by the givers alone
+ * (an owner: load + store); taken: by CAS (takers, the block's hand-back,
+ * sweepers), never past the given count they read. */
+typedef struct tw_budget_acct {
+    _Atomic uint64_t given;
+    _Atomic uint64_t taken;
+} tw_budget_acct;
+
 /* A worker thread's own line: the batch it is running, for stealers. */
 typedef struct tw_worker {
     tw_service *s;
@@ -988,7 +997,14 @@ typedef struct tw_worker {
     uint32_t probe_in;           /* its own: watches until the next probe */
     bool waited;                 /* its own: a run of its batch waited for a
                                     deadline (its timing is no measure) */
+    /* Units of max_timers its batches' one-shots gave back (workers.c,
+     * run_batch; given: its batches alone write it), on a line of its own:
+     * sweepers read it, watchers read the line above. */
+    tw_budget_acct budget TW_ALIGNED;
 } TW_ALIGNED tw_worker;
+/* The calling thread's tw_worker if it is a worker thread (of its ->s),
+ * else NULL (workers.c). */
+extern TW_TLS tw_worker *tw__worker_mine;
 
 typedef struct tw_pool {
     struct cds_wfcq_head head;   /* batches of due handles; workers dequeue */
@@ -1178,8 +1194,13 @@ typedef struct tw_stripe {
      * scheduled = armed - aborted; pending = armed - aborted - cancelled
      * - dropped - (fired - periodic_runs): every armed timer leaves
      * pending through exactly one of those. */
-    _Atomic uint64_t armed, aborted, fired, periodic_runs, cancelled, rescheduled,
-        dropped;
+    _Atomic uint64_t armed, aborted, fired, periodic_runs, cancelled, rescheduled;
+    /* Idle units of max_timers given back on this thread (service.c,
+     * budgets); on the line of the counters a schedule, a cancel and a
+     * run write, as a take or a give goes with each of them: one line
+     * written per call, not two. */
+    tw_budget_acct budget;
+    _Atomic uint64_t dropped;
     _Atomic uint64_t periodic_ended; /* periodic runs returned: periodic_runs minus
                                   this are running, pending with no due time
                                   (tw_next_due) */
@@ -1188,8 +1209,6 @@ typedef struct tw_stripe {
                                   their run: cancelled, taken back, dropped
                                   (wheel.c, the next due time) */
     _Atomic uint64_t max_lateness;
-    _Atomic int64_t budget;    /* idle units of max_timers (service.c, budgets);
-                                  atomic RMW: a sweeper may empty it */
     _Atomic uint64_t seg_readers[2]; /* readers of segments inside, by phase
                                   (segments.c) */
     _Atomic uint64_t seg_bytes;  /* segment bytes allocated less freed (wraps:
@@ -1231,7 +1250,6 @@ struct tw_service {
 
     /* max_timers: the pool of budget units (service.c, budgets). */
     _Atomic int64_t budget_pool TW_ALIGNED;
-    _Atomic uint32_t budget_sweeping;
     _Atomic uint64_t budget_moves; /* moves of units between the pool and the
                                       stripes: in flight (low 32 bits),
                                       ended (high 32), for an exact
@@ -1335,18 +1353,32 @@ uint64_t tw__pending_due(tw_service *s);
 /* A timer left pending (one-shot started, cancelled, dropped, undone):
  * its unit of max_timers goes back (service.c, budgets). */
 void tw__budget_give(tw_service *s);
-void tw__budget_give_more(tw_service *s, tw_stripe *st, int64_t have, bool sweeping);
-/* tw__budget_give with max_timers set: inline, as every run of a one-shot
- * gives its unit back (WL5). */
+void tw__budget_hand_block(tw_service *s, tw_budget_acct *a, uint64_t taken);
+/* tw__budget_give with max_timers set, to account a (the thread's stripe's:
+ * owned as tw__stripe_owned says): inline, as every run of a one-shot gives
+ * its unit back (WL5). No locked instruction where the thread owns the
+ * account: a sweep finds the unit by reading `given` (service.c, budgets). */
+static inline void tw__budget_give_to(tw_service *s, tw_budget_acct *a, bool owned)
+{
+    /* Release: as a counter (tw__count_add_owned); the unit carries no
+     * data, and a give before a schedule began is found by coherence. */
+    uint64_t given;
+    if (owned) {
+        given = atomic_load_explicit(&a->given, memory_order_relaxed) + 1;
+        atomic_store_explicit(&a->given, given, memory_order_release);
+    } else {
+        given = atomic_fetch_add_explicit(&a->given, 1, memory_order_release) + 1;
+    }
+    /* Relaxed: a guess; the hand-back's CAS decides. */
+    uint64_t taken = atomic_load_explicit(&a->taken, memory_order_relaxed);
+    /* Signed: on a shared stripe, taken may include units given after
+     * ours. */
+    if (__builtin_expect((int64_t)(given - taken) >= 2 * s->budget_block, 0))
+        tw__budget_hand_block(s, a, taken);
+}
 static inline void tw__budget_give_capped(tw_service *s)
 {
-    tw_stripe *st = tw__stripe(s);
-    /* Seq_cst: the giver's half of the pairing with budget_sweep
-     * (service.c); so is the load of the flag. */
-    int64_t have = atomic_fetch_add_explicit(&st->budget, 1, memory_order_seq_cst) + 1;
-    bool sweeping = atomic_load_explicit(&s->budget_sweeping, memory_order_seq_cst) != 0;
-    if (__builtin_expect(sweeping || have >= 2 * s->budget_block, 0))
-        tw__budget_give_more(s, st, have, sweeping);
+    tw__budget_give_to(s, &tw__stripe(s)->budget, tw__stripe_owned);
 }
 uint64_t tw__reserved_total(tw_service *s); /* every stripe's `reserved` */
 uint64_t tw__fired_total(tw_service *s);    /* every stripe's `fired` */

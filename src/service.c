@@ -203,24 +203,44 @@ void tw__count_rare(tw_service *s, int which)
  * when the cap was the record table's size and every call met the shared
  * free list (issue 14: WL1 on two threads 4x slower with the cap set).
  *
+ * An account's idle units (a stripe's, or a worker's: below) are two
+ * counters' difference (tw_budget_acct, internal.h): `given`, which only
+ * the givers write (an owner with a plain load and store: no locked
+ * instruction per give, as a worker gives one per run of a burst), and
+ * `taken`, which takers, the block's hand-back and sweepers advance by CAS,
+ * never past the given count they read. (One word that every give added
+ * to and a sweep exchanged needed a locked add and a flag read in Dekker's
+ * pattern on each give.) A worker's batches give to the worker's own
+ * account, counted in the batch's run context (workers.c, run_batch): a
+ * store and a compare per run, where the stripe's give loads the count
+ * first, since a callback may give to the same stripe (a cancel). WL5's
+ * burst on one worker with the cap set, against the same burst without it
+ * (medians of 30 pairs alternated in one process, AMD guest, 2026-11-28):
+ * 0.89-0.90 with the locked add, 0.92 with the stripe's plain give, 0.94-
+ * 0.96 with the worker's account. stress/model/budget.pml checks the
+ * protocol below.
+ *
  * TW_EAGAIN is exact: a unit given back before a schedule began is found by
- * it unless another arming took it. When the pool is empty, the scheduler
- * sweeps every stripe's units into the pool and tries again. A unit can
- * still evade one sweep: on its way between a stripe and the pool in
- * another thread's hands (a block taken, a sweep, a block handed back), or
- * given back to a stripe the sweep had passed. So every such move counts
- * itself in `budget_moves` (begun, then ended: slow paths only), and while
- * a sweep runs a giver hands its stripe's units to the pool (the giver adds
- * to its stripe, then looks at `sweeping`; the sweeper raises `sweeping`,
- * then exchanges the stripes; both seq_cst, so either the sweep takes the
- * unit or the giver moves it, counted). TW_EAGAIN is answered only after
- * two sweeps in a row found nothing with no other move begun before or
- * during them; otherwise the scheduler sweeps again (yielding now and then:
- * a move whose thread was preempted mid-way ends only when it runs). And
- * when the pool holds less than two blocks a taker takes one unit, not a
- * block: near the cap a block would park units another thread needs in
- * one stripe (twbench WL1 at P = 8 on two cores was refused about once in
- * ten million calls with the cap at the working set, before).
+ * it unless another arming took it (the give happens before the schedule's
+ * reads, which coherence then makes see it). When the pool is empty, the
+ * scheduler sweeps every account's units into the pool and tries again. A
+ * unit can still evade one sweep:
+ *   - on its way between a stripe and the pool in another thread's hands
+ *     (a block taken, a sweep, a block handed back): every such move counts
+ *     itself in `budget_moves` (begun, then ended: slow paths only);
+ *   - given back to an account the sweep had passed: the sweep notes the
+ *     given counts it read, and reads them again after its look at the
+ *     pool (`given` only grows, so equal sums mean no give between).
+ * TW_EAGAIN is answered only after two sweeps in a row found nothing, with
+ * no other move begun before or during them and no give during them;
+ * otherwise the scheduler sweeps again (yielding now and then: a move whose
+ * thread was preempted mid-way ends only when it runs). A give that does
+ * not happen before the schedule may be missed by both reads: it is ordered
+ * after the refusal, as it may be. And when the pool holds less than two
+ * blocks a taker takes one unit, not a block: near the cap a block would
+ * park units another thread needs in one stripe (twbench WL1 at P = 8 on
+ * two cores was refused about once in ten million calls with the cap at
+ * the working set, before).
  */
 /* budget_moves: the moves in flight (low 32 bits; a begin adds one, its
  * end takes it back, so it never wraps) and the moves ended (high 32 bits,
@@ -235,7 +255,6 @@ static void budget_init(tw_service *s)
     uint64_t block = max / (4 * TW_STRIPES);
     s->budget_block = block < 1 ? 1 : block > 64 ? 64 : (int64_t)block;
     atomic_init(&s->budget_pool, (int64_t)max);
-    atomic_init(&s->budget_sweeping, 0);
     atomic_init(&s->budget_moves, 0);
 }
 
@@ -282,36 +301,90 @@ static void pool_give(tw_service *s, int64_t n)
         atomic_fetch_add_explicit(&s->budget_pool, n, memory_order_seq_cst);
 }
 
-/* Move every stripe's idle units into the pool (one counted move). */
-static void budget_sweep(tw_service *s)
+/* An account's given count, for a sweep. Seq_cst: read in the sweep's order
+ * with the moves' counting (budget_take_slow); the givers' release store
+ * is enough for a give that happens before the sweep, and a give that
+ * does not may be missed (see above). */
+static uint64_t given_seen(tw_budget_acct *a)
 {
-    move_begin(s);
-    /* Seq_cst: raise the flag before the exchanges (see above). */
-    atomic_fetch_add_explicit(&s->budget_sweeping, 1, memory_order_seq_cst);
-    for (int i = 0; i < TW_STRIPES; i++) {
-        /* Seq_cst: the sweeper's half of the pairing with budget_give. */
-        pool_give(s, atomic_exchange_explicit(&s->stripe[i].budget, 0, memory_order_seq_cst));
+    return atomic_load_explicit(&a->given, memory_order_seq_cst);
+}
+
+/* Every idle unit of one account into the pool; the given count it read. */
+static uint64_t sweep_acct(tw_service *s, tw_budget_acct *a)
+{
+    /* Relaxed: a first guess; the CAS decides. */
+    uint64_t taken = atomic_load_explicit(&a->taken, memory_order_relaxed);
+    for (;;) {
+        uint64_t given = given_seen(a);
+        /* Signed: taken may count takes of gives this read missed. */
+        if ((int64_t)(given - taken) <= 0)
+            return given;
+        /* Seq_cst: in the order of the moves' counting, as the old
+         * exchange of the stripe's word; a taker or a hand-back that
+         * moved `taken` meanwhile makes us read again. */
+        if (atomic_compare_exchange_weak_explicit(&a->taken, &taken, given,
+                                                  memory_order_seq_cst,
+                                                  memory_order_relaxed)) {
+            pool_give(s, (int64_t)(given - taken));
+            return given;
+        }
     }
-    atomic_fetch_sub_explicit(&s->budget_sweeping, 1, memory_order_seq_cst);
+}
+
+/* The accounts: one per counter stripe, one per worker (its batches'
+ * runs give there: workers.c, run_batch). i < budget_accts(s). The worker
+ * array and its count are set before tw_create returns and kept until
+ * tw_destroy. */
+static uint32_t budget_accts(const tw_service *s)
+{
+    return TW_STRIPES + (s->pool.worker ? s->pool.nworkers : 0);
+}
+
+static tw_budget_acct *budget_acct(tw_service *s, uint32_t i)
+{
+    return i < TW_STRIPES ? &s->stripe[i].budget : &s->pool.worker[i - TW_STRIPES].budget;
+}
+
+/* Move every account's idle units into the pool (one counted move); the
+ * sum of the given counts it read. */
+static uint64_t budget_sweep(tw_service *s)
+{
+    uint64_t given = 0;
+    move_begin(s);
+    for (uint32_t i = 0; i < budget_accts(s); i++)
+        given += sweep_acct(s, budget_acct(s, i));
     move_end(s);
+    return given;
+}
+
+/* The sum of every account's given count now (wrapping: only compared). */
+static uint64_t budget_given_sum(tw_service *s)
+{
+    uint64_t given = 0;
+    for (uint32_t i = 0; i < budget_accts(s); i++)
+        given += given_seen(budget_acct(s, i));
+    return given;
 }
 
 /* Up to a block from the pool, one unit of it for the caller and the rest
- * to its stripe: one counted move (the units are in our hands between).
+ * to its stripe (added to its given count, by an atomic add: the stripe
+ * may be shared): one counted move (the units are in our hands between).
  * True if it got any. */
 static bool pool_refill(tw_service *s, tw_stripe *st)
 {
     move_begin(s);
     int64_t got = pool_take(s, s->budget_block);
     if (got > 1) /* Relaxed: the counting move orders it (see above). */
-        atomic_fetch_add_explicit(&st->budget, got - 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&st->budget.given, (uint64_t)(got - 1),
+                                  memory_order_relaxed);
     move_end(s);
     return got > 0;
 }
 
 /* A unit from the pool, after sweeps if need be: true, or false when two
- * sweeps in a row found none and no other move began before or during
- * them (see above). */
+ * sweeps in a row found none, no other move began before or during them,
+ * and no unit was given back during them (see above). */
 static bool budget_take_slow(tw_service *s, tw_stripe *st)
 {
     if (pool_refill(s, st))
@@ -319,14 +392,15 @@ static bool budget_take_slow(tw_service *s, tw_stripe *st)
     for (unsigned clean = 0, round = 1;; round++) {
         /* Seq_cst: as in move_begin. */
         uint64_t before = atomic_load_explicit(&s->budget_moves, memory_order_seq_cst);
-        budget_sweep(s);
+        uint64_t given = budget_sweep(s);
         if (pool_refill(s, st))
             return true;
         /* Seq_cst: as in move_begin. Our own two moves (the sweep and the
          * refill) are the only ones allowed. */
         uint64_t after = atomic_load_explicit(&s->budget_moves, memory_order_seq_cst);
         bool alone = MOVES_IN_FLIGHT(before) == 0 &&
-                     after == before + 2 * (MOVE_BEGUN + MOVE_ENDED);
+                     after == before + 2 * (MOVE_BEGUN + MOVE_ENDED) &&
+                     budget_given_sum(s) == given;
         clean = alone ? clean + 1 : 0;
         if (clean == 2)
             return false;
@@ -335,21 +409,38 @@ static bool budget_take_slow(tw_service *s, tw_stripe *st)
     }
 }
 
-/* A unit for a timer about to be armed: TW_OK or TW_EAGAIN. */
+/* One unit from account a if it holds any: true if taken. The owner's
+ * count of given read once: a give it misses waits for the next take or a
+ * sweep. */
+static bool acct_take(tw_budget_acct *a)
+{
+    /* Relaxed: the CAS decides; the unit carries no data. */
+    uint64_t taken = atomic_load_explicit(&a->taken, memory_order_relaxed);
+    uint64_t given = atomic_load_explicit(&a->given, memory_order_relaxed);
+    while ((int64_t)(given - taken) > 0) {
+        /* Relaxed: as the loads above. */
+        if (atomic_compare_exchange_weak_explicit(&a->taken, &taken, taken + 1,
+                                                  memory_order_relaxed,
+                                                  memory_order_relaxed))
+            return true;
+    }
+    return false;
+}
+
+/* A unit for a timer about to be armed: TW_OK or TW_EAGAIN. On a worker
+ * thread of s, the worker's account is looked at too: its callbacks'
+ * units go there (workers.c, run_batch), and a callback that arms a
+ * replacement under a full cap takes its own unit back without a sweep. */
 static int budget_take(tw_service *s)
 {
     if (!budget_capped(s))
         return TW_OK;
     tw_stripe *st = tw__stripe(s);
-    /* Relaxed: the CAS decides; other threads only ever empty our stripe. */
-    int64_t have = atomic_load_explicit(&st->budget, memory_order_relaxed);
-    while (have > 0) {
-        /* Relaxed: as the load above; the unit carries no data. */
-        if (atomic_compare_exchange_weak_explicit(&st->budget, &have, have - 1,
-                                                  memory_order_relaxed,
-                                                  memory_order_relaxed))
-            return TW_OK;
-    }
+    if (acct_take(&st->budget))
+        return TW_OK;
+    tw_worker *w = tw__worker_mine;
+    if (w && w->s == s && acct_take(&w->budget))
+        return TW_OK;
     return budget_take_slow(s, st) ? TW_OK : TW_EAGAIN;
 }
 
@@ -359,34 +450,23 @@ void tw__budget_give(tw_service *s)
         tw__budget_give_capped(s);
 }
 
-/* What follows a unit's return to the stripe (tw__budget_give_capped,
- * internal.h): a sweep on (its look at the flag, after the add), or two
- * blocks in hand. */
-void tw__budget_give_more(tw_service *s, tw_stripe *st, int64_t have, bool sweeping)
+/* An account holds two blocks after a give (tw__budget_give_to, internal.h;
+ * workers.c, run_batch): hand one to the pool, counted. `taken` as the
+ * giver read it. */
+void tw__budget_hand_block(tw_service *s, tw_budget_acct *a, uint64_t taken)
 {
-    if (sweeping) {
-        /* A sweep is on: hand everything to the pool, counted. Seq_cst: the
-         * giver's half of the pairing with budget_sweep, as the add. */
-        move_begin(s);
-        pool_give(s, atomic_exchange_explicit(&st->budget, 0, memory_order_seq_cst));
-        move_end(s);
-        return;
-    }
-    if (have >= 2 * s->budget_block) {
-        int64_t keep = have;
-        move_begin(s);
-        /* Seq_cst: a sweep whose exchange reads what this CAS left must
-         * also see our move_begin, or it may count itself alone having
-         * missed the block in our hands (store-buffering: relaxed was
-         * enough on x86 only; a review, 2026-11-28). A sweep that emptied
-         * us meanwhile wins. */
-        if (atomic_compare_exchange_strong_explicit(&st->budget, &keep,
-                                                    have - s->budget_block,
-                                                    memory_order_seq_cst,
-                                                    memory_order_relaxed))
-            pool_give(s, s->budget_block);
-        move_end(s);
-    }
+    move_begin(s);
+    /* Seq_cst: a sweep whose CAS reads what this CAS left must also see
+     * our move_begin, or it may count itself alone having missed the
+     * block in our hands (store-buffering: relaxed was enough on x86
+     * only; a review, 2026-11-28). A sweep or take that moved `taken`
+     * meanwhile wins: the block stays. */
+    if (atomic_compare_exchange_strong_explicit(&a->taken, &taken,
+                                                taken + (uint64_t)s->budget_block,
+                                                memory_order_seq_cst,
+                                                memory_order_relaxed))
+        pool_give(s, s->budget_block);
+    move_end(s);
 }
 
 void tw__note_lateness_runs(tw_service *s, uint32_t bucket, uint32_t n, uint64_t worst)

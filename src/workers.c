@@ -53,6 +53,7 @@
 #include <urcu/futex.h>
 
 TW_TLS tw_running_tls tw__self;
+TW_TLS tw_worker *tw__worker_mine;
 
 /* A run's path inlined into the batch loop: called, run_timer_at's frame
  * (six saved registers) and run_handle's were a tenth of a burst's runs
@@ -297,6 +298,12 @@ typedef struct run_ctx {
     uint64_t lo, width;          /* the bucket's lateness: [lo, lo + width) */
     tw_stripe *stripe;           /* this thread's counters (tw__stripe) */
     bool owned;                  /* ... and whether it owns them (tw__count_add) */
+    /* max_timers (service.c, budgets): the worker's account its one-shots
+     * give to, or NULL (through the stripe); its given count, which only
+     * this batch writes meanwhile; and the count at which it may hold two
+     * blocks (hand_at). */
+    tw_budget_acct *acct;
+    uint64_t given, hand_at;
     uint32_t nfreed;
     uint32_t freed[FREED_BATCH]; /* FREE records not yet given back */
 } run_ctx;
@@ -352,6 +359,49 @@ static void run_ctx_init(run_ctx *c, tw_service *s)
     c->lo = c->width = 0; /* the first run moves to its bucket */
     c->stripe = tw__stripe(s);
     c->owned = tw__stripe_owned;
+    c->acct = NULL;
+}
+
+/* Where a ctx's next hand-back comes: when its account would hold two
+ * blocks (sweepers only lower that, by taking: then the give looks early
+ * and finds less). */
+static void ctx_hand_at(run_ctx *c)
+{
+    /* Relaxed: a guess; the hand-back's CAS decides. */
+    uint64_t taken = atomic_load_explicit(&c->acct->taken, memory_order_relaxed);
+    c->hand_at = taken + 2 * (uint64_t)c->s->budget_block;
+}
+
+/* A worker's batch gives its one-shots' units to the worker's account. */
+static void ctx_use_worker_account(run_ctx *c, tw_worker *w)
+{
+    c->acct = &w->budget;
+    /* Relaxed: our own word (only this worker's batches write it). */
+    c->given = atomic_load_explicit(&c->acct->given, memory_order_relaxed);
+    ctx_hand_at(c);
+}
+
+__attribute__((noinline, cold)) static void ctx_hand_block(run_ctx *c)
+{
+    /* Relaxed: as in ctx_hand_at. */
+    uint64_t taken = atomic_load_explicit(&c->acct->taken, memory_order_relaxed);
+    if ((int64_t)(c->given - taken) >= 2 * c->s->budget_block)
+        tw__budget_hand_block(c->s, c->acct, taken);
+    ctx_hand_at(c);
+}
+
+/* A one-shot's unit back (max_timers set): a plain store to the worker's
+ * account, whose count the ctx keeps, or the stripe's give. */
+static inline void ctx_give(run_ctx *c)
+{
+    if (!c->acct) {
+        tw__budget_give_to(c->s, &c->stripe->budget, c->owned);
+        return;
+    }
+    /* Release: as tw__budget_give_to's. Our own word: no update to lose. */
+    atomic_store_explicit(&c->acct->given, ++c->given, memory_order_release);
+    if (__builtin_expect(c->given >= c->hand_at, 0))
+        ctx_hand_block(c);
 }
 
 /* One more of a counter of this thread's stripe, its ownership as read
@@ -439,7 +489,7 @@ TW_RUN_INLINE uint64_t run_timer_at(tw_service *s, tw_timer h, tw_record *rec, r
     /* A one-shot is no longer pending once it starts. The cap's test
      * inline: a call per run for nothing, without max_timers. */
     if (!periodic && s->cfg.max_timers != 0)
-        tw__budget_give_capped(s);
+        ctx_give(ctx);
     lateness_add(ctx, now - deadline);
 
     tw_service *outer_s = NULL; /* a callback we run nested in (tw_advance) */
@@ -1211,6 +1261,8 @@ static void run_batch(tw_service *s, tw_worker *me, tw_batch *b)
     run_ctx ctx;
     run_ctx_init(&ctx, s);
     ctx.w = me;
+    if (s->cfg.max_timers != 0)
+        ctx_use_worker_account(&ctx, me);
     uint32_t every = me->every, next_read = 0, i = 0;
     /* Relaxed: our own word (only watchers read it). */
     uint64_t done = atomic_load_explicit(&me->done, memory_order_relaxed), read_at = 0;
@@ -1651,6 +1703,7 @@ static void *worker_main(void *arg)
     (void)prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
     tw_pool *p = &s->pool;
     tw__gate_bind(&me->starting, &p->quit_seq, &p->quit);
+    tw__worker_mine = me; /* budget_take (service.c) */
     for (;;) {
         /* Seq_cst: read the word before looking for work (see top). */
         int32_t seq = atomic_load_explicit(&p->work_seq, memory_order_seq_cst);
@@ -1728,6 +1781,8 @@ int tw__pool_start(tw_service *s, uint32_t nthreads)
         p->worker[i].watch_ns = WATCH_MIN_NS;
         p->worker[i].every = 1;
         p->worker[i].joined_until = 0;
+        atomic_init(&p->worker[i].budget.given, 0);
+        atomic_init(&p->worker[i].budget.taken, 0);
         p->worker[i].probe_every = 1;
         p->worker[i].probe_in = 0;
         p->worker[i].waited = false;

@@ -372,6 +372,55 @@ static void max_timers_full_service_replaces_from_callbacks(void **state)
     tw_destroy(rep_s);
 }
 
+/* A one-shot run by a worker gives its unit to that worker's account
+ * (service.c, budgets; workers.c, run_batch), where only a sweep finds it
+ * for another thread: once a full burst has run, an arming thread gets
+ * every unit back, exactly, and no more. Two workers, blocks of 11 (the
+ * accounts keep up to 21 units each between hand-backs), three rounds. */
+static atomic_int back_runs;
+static void count_back(tw_timer t, void *arg)
+{
+    (void)t;
+    (void)arg;
+    atomic_fetch_add(&back_runs, 1);
+}
+
+static void max_timers_units_of_worker_runs_come_back(void **state)
+{
+    (void)state;
+    enum { BACK_MAX = 3000 };
+    tw_config c;
+    tw_config_init(&c);
+    c.workers = 2;
+    c.max_timers = BACK_MAX;
+    tw_service *s = t_service_cfg(&c);
+    atomic_store(&back_runs, 0);
+    for (int round = 1; round <= 3; round++) {
+        /* Paused: none runs (and gives its unit back) before the refusal. */
+        ASSERT_RC(tw_pause(s), TW_OK);
+        for (int i = 0; i < BACK_MAX; i++)
+            ASSERT_RC(tw_schedule(s, T_MS, count_back, NULL, NULL), TW_OK);
+        ASSERT_RC(tw_schedule(s, T_MS, count_back, NULL, NULL), TW_EAGAIN);
+        ASSERT_RC(tw_resume(s), TW_OK);
+        uint64_t limit = mono_ns() + 30 * T_S;
+        while (atomic_load(&back_runs) < round * BACK_MAX && mono_ns() < limit)
+            t_sleep_ns(T_MS);
+        assert_int_equal(atomic_load(&back_runs), round * BACK_MAX);
+        tw_stats st;
+        t_stats(s, &st);
+        assert_int_equal(st.pending, 0);
+    }
+    /* Every unit is free: the cap again, and not one more. */
+    static tw_timer h[BACK_MAX];
+    for (int i = 0; i < BACK_MAX; i++)
+        ASSERT_RC(tw_schedule(s, 3600 * T_S, count_back, NULL, &h[i]), TW_OK);
+    ASSERT_RC(tw_schedule(s, 3600 * T_S, count_back, NULL, NULL), TW_EAGAIN);
+    for (int i = 0; i < BACK_MAX; i++)
+        ASSERT_RC(tw_cancel(s, h[i]), TW_OK);
+    CHECK(s);
+    tw_destroy(s);
+}
+
 /* ---- one worker saturated by slow callbacks ------------------------------ */
 
 #define SLOW_NS (20 * T_MS)   /* the first timers' callbacks */
@@ -602,6 +651,7 @@ int main(void)
         cmocka_unit_test_setup(max_timers_eagain_is_exact_across_threads, setup),
         cmocka_unit_test_setup(max_timers_exact_under_churn, setup),
         cmocka_unit_test_setup(max_timers_full_service_replaces_from_callbacks, setup),
+        cmocka_unit_test_setup(max_timers_units_of_worker_runs_come_back, setup),
         cmocka_unit_test_setup(saturated_worker, setup),
         cmocka_unit_test_setup(stop_under_full_load, setup),
     };
