@@ -283,16 +283,27 @@ static int join_burst_run(int sleep, uint32_t us, uint64_t *stuck, uint64_t *pay
 
 /* Callbacks that sleep 200 us: the runner makes no progress for longer
  * than a watcher allows (STUCK_NS), so the other worker joins and runs a
- * share, whatever the machine's load. */
+ * share. */
 static void a_worker_joins_a_stuck_one(void **state)
 {
     (void)state;
-    uint64_t stuck, pays;
-    int other = join_burst_run(1, 200, &stuck, &pays);
-    print_message("      sleeping callbacks: %d of %d on the second worker, %" PRIu64
-                  " joins as stuck, %" PRIu64 " as paying\n", other, JOIN_N, stuck, pays);
-    assert_true(stuck >= 1);
-    assert_true(other >= JOIN_N / 10);
+    /* Up to three bursts: where the first runner starts late (another
+     * process holds the CPUs: a CI run of 2026-11-28 beside a test of
+     * ours), the second worker finds batches no one runs and takes them
+     * without joining (300 of 600, no join). Every burst must share out;
+     * one must show the join. */
+    for (int attempt = 1;; attempt++) {
+        uint64_t stuck, pays;
+        int other = join_burst_run(1, 200, &stuck, &pays);
+        print_message("      sleeping callbacks, burst %d: %d of %d on the second worker, %" PRIu64
+                      " joins as stuck, %" PRIu64 " as paying\n", attempt, other, JOIN_N, stuck,
+                      pays);
+        assert_true(other >= JOIN_N / 10);
+        if (stuck >= 1)
+            return;
+        if (attempt == 3)
+            fail_msg("no burst of three had the second worker join a stuck one");
+    }
 }
 
 /* Callbacks that spin 20 us and share nothing: no single one is stuck,
