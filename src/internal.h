@@ -1251,7 +1251,7 @@ struct tw_service {
     /* max_timers: the pool of budget units (service.c, budgets). */
     _Atomic int64_t budget_pool TW_ALIGNED;
     _Atomic uint64_t budget_moves; /* moves of units between the pool and the
-                                      stripes: in flight (low 32 bits),
+                                      accounts: in flight (low 32 bits),
                                       ended (high 32), for an exact
                                       TW_EAGAIN */
     int64_t budget_block;      /* units a stripe takes from / gives to the pool */
@@ -1354,6 +1354,17 @@ uint64_t tw__pending_due(tw_service *s);
  * its unit of max_timers goes back (service.c, budgets). */
 void tw__budget_give(tw_service *s);
 void tw__budget_hand_block(tw_service *s, tw_budget_acct *a, uint64_t taken);
+/* After a give that left account a at `given`: a block to the pool if the
+ * account holds two (tw__budget_hand_block). */
+static inline void tw__budget_hand_if_two(tw_service *s, tw_budget_acct *a, uint64_t given)
+{
+    /* Relaxed: a guess; the hand-back's CAS decides. */
+    uint64_t taken = atomic_load_explicit(&a->taken, memory_order_relaxed);
+    /* Signed: on a shared stripe, taken may include units given after
+     * ours. */
+    if (__builtin_expect((int64_t)(given - taken) >= 2 * s->budget_block, 0))
+        tw__budget_hand_block(s, a, taken);
+}
 /* tw__budget_give with max_timers set, to account a (the thread's stripe's:
  * owned as tw__stripe_owned says): inline, as every run of a one-shot gives
  * its unit back (WL5). No locked instruction where the thread owns the
@@ -1369,12 +1380,7 @@ static inline void tw__budget_give_to(tw_service *s, tw_budget_acct *a, bool own
     } else {
         given = atomic_fetch_add_explicit(&a->given, 1, memory_order_release) + 1;
     }
-    /* Relaxed: a guess; the hand-back's CAS decides. */
-    uint64_t taken = atomic_load_explicit(&a->taken, memory_order_relaxed);
-    /* Signed: on a shared stripe, taken may include units given after
-     * ours. */
-    if (__builtin_expect((int64_t)(given - taken) >= 2 * s->budget_block, 0))
-        tw__budget_hand_block(s, a, taken);
+    tw__budget_hand_if_two(s, a, given);
 }
 static inline void tw__budget_give_capped(tw_service *s)
 {

@@ -194,8 +194,9 @@ void tw__count_rare(tw_service *s, int which)
  * arm a replacement), any timer when a cancel says TW_OK, when tw_stop drops
  * it, or when its arming is undone.
  *
- * Units live in a service-wide pool and in the counter stripes (one per
- * thread, service.c above): a schedule takes a unit from its own stripe, an
+ * Units live in a service-wide pool, in the counter stripes (one per
+ * thread, service.c above) and in the workers' accounts (below): a
+ * schedule takes a unit from its own stripe, an
  * uncontended RMW on a line no other thread writes; an empty stripe takes
  * a block of units from the pool; a unit given back goes to the giving
  * thread's stripe, which hands a block back to the pool when it holds two.

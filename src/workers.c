@@ -383,10 +383,7 @@ static void ctx_use_worker_account(run_ctx *c, tw_worker *w)
 
 __attribute__((noinline, cold)) static void ctx_hand_block(run_ctx *c)
 {
-    /* Relaxed: as in ctx_hand_at. */
-    uint64_t taken = atomic_load_explicit(&c->acct->taken, memory_order_relaxed);
-    if ((int64_t)(c->given - taken) >= 2 * c->s->budget_block)
-        tw__budget_hand_block(c->s, c->acct, taken);
+    tw__budget_hand_if_two(c->s, c->acct, c->given);
     ctx_hand_at(c);
 }
 
