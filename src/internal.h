@@ -1124,11 +1124,9 @@ static inline void tw__fence_light(void)
  * (It used to be off under max_timers, when the cap was the table's size:
  * then every schedule and cancel met the one shared free list, 4x slower
  * on two threads; the cap is a budget now, service.c.) */
-static inline tw_magazine *tw__mag_enter(tw_records *r)
+static inline tw_magazine *tw__mag_enter_mine(tw_records *r, uint32_t mine)
 {
-    if (!tw__stripe_owned)
-        return NULL;
-    tw_magazine *m = &r->mag[tw__stripe_mine];
+    tw_magazine *m = &r->mag[mine];
     /* Relaxed: ordered before the load of steal by the fence pairing. */
     atomic_store_explicit(&m->busy, 1, memory_order_relaxed);
     tw__fence_light();
@@ -1141,6 +1139,12 @@ static inline tw_magazine *tw__mag_enter(tw_records *r)
     return NULL;
 }
 
+/* The same for a thread that reads its stripe itself. */
+static inline tw_magazine *tw__mag_enter(tw_records *r)
+{
+    return tw__stripe_owned ? tw__mag_enter_mine(r, tw__stripe_mine) : NULL;
+}
+
 static inline void tw__mag_leave(tw_magazine *m)
 {
     /* Release: a trimmer that reads 0 (acquire) sees our use of it done. */
@@ -1148,11 +1152,12 @@ static inline void tw__mag_leave(tw_magazine *m)
         atomic_store_explicit(&m->busy, 0, memory_order_release);
 }
 
-/* Push a record whose state word the caller already CAS-ed to FREE: into
- * this thread's magazine while it has room, else tw__rec_push_free_many. */
-static inline void tw__rec_push_free(tw_records *r, uint32_t idx)
+/* tw__rec_push_free for a thread known to own stripe `mine` (the caller
+ * read tw__stripe_owned): the same handshake and store, without reading
+ * the thread's stripe again. */
+static inline void tw__rec_push_free_mine(tw_records *r, uint32_t mine, uint32_t idx)
 {
-    tw_magazine *m = tw__mag_enter(r);
+    tw_magazine *m = tw__mag_enter_mine(r, mine);
     if (__builtin_expect(m && m->n < TW_MAGAZINE, 1)) {
         m->idx[m->n++] = idx; /* FREE already; ours until we hand it out */
         tw__mag_leave(m);
@@ -1160,6 +1165,16 @@ static inline void tw__rec_push_free(tw_records *r, uint32_t idx)
     }
     tw__mag_leave(m);
     tw__rec_push_free_many(r, &idx, 1);
+}
+
+/* Push a record whose state word the caller already CAS-ed to FREE: into
+ * this thread's magazine while it has room, else tw__rec_push_free_many. */
+static inline void tw__rec_push_free(tw_records *r, uint32_t idx)
+{
+    if (__builtin_expect(tw__stripe_owned, 1))
+        tw__rec_push_free_mine(r, tw__stripe_mine, idx);
+    else
+        tw__rec_push_free_many(r, &idx, 1);
 }
 
 /* Start a library thread with asynchronous signals blocked, named `name`.

@@ -972,12 +972,56 @@ static int cancel_record(tw_service *s, tw_record *rec, tw_timer t)
     return TW_OK;
 }
 
+/* The rest of a cancel that took a pending timer (no lease) to FREE: the
+ * record into the magazine, the count, the unit of max_timers, as
+ * cancel_record does them, with one look at the thread's stripe.
+ *
+ * Why apart and lean: a cancel in random order waits for its record's
+ * cache miss, and what the core can do meanwhile is start the next
+ * cancels' misses; the instructions behind the wait fill its reorder
+ * window and decide how many (WL2, 1M pending, AMD guest: 45-50 ns a
+ * cancel with load and CAS alone, 85-95 ns with cancel_record's general
+ * path around them, 76-83 ns with this one). */
+static inline void cancel_freed(tw_service *s, uint32_t idx)
+{
+    if (__builtin_expect(!tw__stripe_owned, 0)) {
+        tw__rec_push_free(&s->rec, idx);
+        TW_COUNT(s, cancelled, 1);
+        tw__budget_give(s);
+        return;
+    }
+    uint32_t mine = tw__stripe_mine;
+    tw__rec_push_free_mine(&s->rec, mine, idx);
+    tw_stripe *st = &s->stripe[mine];
+    tw__count_add_owned(&st->cancelled, 1, true);
+    if (__builtin_expect(budget_capped(s), 0))
+        tw__budget_give_to(s, &st->budget, true);
+}
+
 int tw_cancel(tw_service *s, tw_timer t)
 {
     if (!s)
         return TW_EINVAL;
     tw_record *rec = tw__rec_of(&s->rec, t);
-    return rec ? cancel_record(s, rec, t) : TW_ENOENT;
+    if (!rec)
+        return TW_ENOENT;
+    /* The common case first: a pending timer without a lease, one CAS.
+     * Anything else (a lease, a claim, a run, a lost race) takes
+     * cancel_record, which reads the state again. Acquire: the state as
+     * its last writer left it. */
+    uint64_t st = atomic_load_explicit(&rec->state, memory_order_acquire);
+    if (__builtin_expect(tw__gen(st) == tw__handle_gen(t) && tw__st(st) == TW_ST_PENDING &&
+                         !(st & TW_F_LEASE), 1)) {
+        TW_INJECT(TW_INJ_STATE_CAS);
+        /* Seq_cst: as cancel_record's CAS (the one word decides). */
+        if (__builtin_expect(atomic_compare_exchange_strong_explicit(
+                                 &rec->state, &st, tw__rec_free_state(st),
+                                 memory_order_seq_cst, memory_order_acquire), 1)) {
+            cancel_freed(s, tw__handle_idx(t));
+            return TW_OK;
+        }
+    }
+    return cancel_record(s, rec, t);
 }
 
 /* Each handle as tw_cancel does it; the records a few places ahead are
