@@ -366,7 +366,9 @@ TW_API uint64_t tw_now(const tw_service *s);
  * more than wheel_slots ticks away, it answers the slot's tick, early, and
  * the tw_advance to that time clears the way). On a MONOTONIC service it
  * also reads the live entries of the logs where threads' far timers wait
- * for the cursor (up to 8192 a thread). A periodic timer whose run
+ * for the cursor (up to 8192 a thread, and the spill of a thread whose
+ * burst outran the cursor: all of it, so a call during such a burst costs
+ * as much as the entries not yet drained). A periodic timer whose run
  * is in progress has no next due time until the run returns. NULL s:
  * UINT64_MAX.
  *

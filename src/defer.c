@@ -62,8 +62,41 @@
  *     (tw__defer_next_due has the case of an entry overwritten under the
  *     reader);
  *   - memory: at most TW_OWNED_STRIPES logs of TW_DEFER_LOG entries a
- *     service (16 x 128 KiB), whatever the load, freed with the service. A
- *     full log is not waited for: the producer places the timer itself.
+ *     service (16 x 128 KiB), whatever the load, freed with the service,
+ *     and their spills (below), which hold no more than the timers
+ *     pending. A full log is not waited for: the producer appends to its
+ *     spill, or places the timer itself.
+ *
+ * The spill. A burst of far timers from one thread (a million sessions
+ * armed at start-up, WL2) outruns the cursor: an append costs the
+ * producer about 40 ns, a placement by the drain 80-150 ns. The log then
+ * stays full, and the producer placed every other timer itself, at the
+ * cost of a placement and beside the cursor in the same slots (WL2 10M:
+ * 48% of the armings; its schedules 1.8x faster with room for the whole
+ * burst, farm-bench of twbench, 2026-11-28). So a full log's owner appends
+ * to a second ring, its spill: TW_SPILL_LOG entries of address space
+ * (mmap, MAP_NORESERVE) made on the first need, with a bound per
+ * TW_SPILL_PAGE entries as the log has per page. The cursor drains it
+ * after the log, and gives each page back (MADV_DONTNEED) once drained,
+ * before it gives the page's room to the owner: the memory it holds is
+ * the entries not yet drained, and a page. Its rules:
+ *   - the owner opens a page of the spill only while the spill holds no
+ *     more entries than the timers pending (tw__pending, read once a page:
+ *     every spilled entry was a pending timer when armed), so it holds at
+ *     most the pending timers' entries plus a page: a thread that arms and
+ *     cancels faster than the cursor drains (a peer choosing the pattern)
+ *     meets a refusal and places its timers itself, as before the spill.
+ *     A refused owner asks again only after TW_SPILL_RETRY more armings
+ *     (the sum over stripes is not read per arming);
+ *   - the spill's entries follow the log's protocol: the tail publishes
+ *     them, the fence then orders it before the look at wake_tick, the
+ *     cursor reads the spill pointer and tail seq_cst after publishing its
+ *     plan, its bound is the least page bound between its head and tail,
+ *     and tw_next_due reads its live entries (all of them: a reader
+ *     during a burst pays for the burst's backlog, and a page given back
+ *     under it reads as zeros, an entry that is never live);
+ *   - entries are independent: the cursor drains the log, then the spill,
+ *     and the order between them matters to nobody.
  *
  * Out of memory at the drain (a slot's next segment) keeps the entry in the
  * log for the next pass: the timer is late while memory is short, never
@@ -77,6 +110,31 @@
 #include "internal.h"
 
 #include <stdlib.h>
+#include <sys/mman.h>
+
+/* A ring of entries, the log's or its spill's: the owner appends at the
+ * tail, the cursor drains from the head, and a bound per page of `page`
+ * positions (bound[page number % bounds]) is a lower bound on the ticks
+ * of the page's entries. Sizes are powers of two; `bounds` exceeds the
+ * pages a full ring spans. */
+typedef struct ring {
+    _Atomic uint32_t *tail, *head;
+    _Atomic uint64_t *bound;
+    tw_defer_entry *e;
+    uint32_t size, page, bounds;
+} ring;
+
+static ring log_ring(tw_defer_log *d)
+{
+    return (ring){&d->tail, &d->head, d->bound, d->e,
+                  TW_DEFER_LOG, TW_DEFER_PAGE, TW_DEFER_BOUNDS};
+}
+
+static ring spill_ring(tw_defer_spill *p)
+{
+    return (ring){&p->tail, &p->head, p->bound, p->e,
+                  TW_SPILL_LOG, TW_SPILL_PAGE, TW_SPILL_BOUNDS};
+}
 
 /* The log of the calling thread's owned stripe, made on first use; NULL
  * when the thread owns no stripe or there is no memory for it. */
@@ -98,11 +156,93 @@ static tw_defer_log *my_log(tw_service *s)
     atomic_init(&d->tail, 0);
     atomic_init(&d->head, 0);
     atomic_init(&d->keep, false);
+    atomic_init(&d->spill, NULL);
+    d->spill_retry = 0;
     for (uint32_t i = 0; i < TW_DEFER_BOUNDS; i++)
         atomic_init(&d->bound[i], UINT64_MAX);
     /* Release: the drainer's acquire load sees the log initialised. */
     atomic_store_explicit(slot, d, memory_order_release);
     return d;
+}
+
+/* Append (entry, tick) at position t of r, t below the head + r->size:
+ * the entry, its page's bound, then the tail that publishes both. */
+static void ring_append(const ring *r, uint32_t t, uint64_t entry, uint64_t tick)
+{
+    tw_defer_entry *e = &r->e[t % r->size];
+    /* Release (both, the tick first): for the drainer, the tail publishes
+     * them; these orders are for tw_next_due, which may read an entry as
+     * we overwrite it (tw__defer_next_due). */
+    atomic_store_explicit(&e->tick, tick, memory_order_release);
+    atomic_store_explicit(&e->entry, entry, memory_order_release);
+    /* Relaxed (load and store): we are its only writer, and the tail's
+     * release below publishes it to the cursor. A page starts a new bound:
+     * the one of the page r->bounds back, drained long ago (a full ring
+     * spans fewer pages than that). */
+    _Atomic uint64_t *b = &r->bound[t / r->page % r->bounds];
+    uint64_t min = t % r->page == 0 ? UINT64_MAX
+                                    : atomic_load_explicit(b, memory_order_relaxed);
+    if (tick < min)
+        atomic_store_explicit(b, tick, memory_order_relaxed);
+    /* Release: the entry (and its page's bound) before the drainer's acquire. */
+    atomic_store_explicit(r->tail, t + 1, memory_order_release);
+}
+
+/* The spill's memory, made by the owner on its first need; NULL if the
+ * system has none to give. */
+static tw_defer_spill *spill_make(tw_defer_log *d)
+{
+    tw_defer_spill *p = aligned_alloc(TW_CACHELINE, sizeof *p);
+    if (!p)
+        return NULL;
+    void *e = mmap(NULL, (size_t)TW_SPILL_LOG * sizeof(tw_defer_entry), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (e == MAP_FAILED) {
+        free(p);
+        return NULL;
+    }
+    p->e = e;
+    p->open_until = 0;
+    atomic_init(&p->tail, 0);
+    atomic_init(&p->head, 0);
+    for (uint32_t i = 0; i < TW_SPILL_BOUNDS; i++)
+        atomic_init(&p->bound[i], UINT64_MAX);
+    /* Release: the cursor's load (seq_cst) sees the spill initialised. */
+    atomic_store_explicit(&d->spill, p, memory_order_release);
+    return p;
+}
+
+/* The owner of a full log: its spill if an entry may go there now, else
+ * NULL (the caller places the timer itself). See the top: a page opens
+ * only while the spill holds no more entries than the timers pending. */
+static tw_defer_spill *spill_room(tw_service *s, tw_defer_log *d)
+{
+    /* Relaxed: the owner's own pointer. */
+    tw_defer_spill *p = atomic_load_explicit(&d->spill, memory_order_relaxed);
+    /* Relaxed: the owner's own position. */
+    uint32_t t = p ? atomic_load_explicit(&p->tail, memory_order_relaxed) : 0;
+    if (p && t != p->open_until)
+        return p; /* inside a page it opened */
+    if (d->spill_retry > 0) {
+        d->spill_retry--;
+        return NULL;
+    }
+    d->spill_retry = TW_SPILL_RETRY; /* unless the page opens below */
+    if (!p && !(p = spill_make(d))) {
+        tw__count_rare(s, TW_RARE_SPILL_REFUSED);
+        return NULL;
+    }
+    /* Acquire: the cursor is done with the entries below the head, and
+     * with the pages it gave back. */
+    uint32_t held = t - atomic_load_explicit(&p->head, memory_order_acquire);
+    if (held > tw__pending(s) || held + TW_SPILL_PAGE > TW_SPILL_LOG) {
+        tw__count_rare(s, TW_RARE_SPILL_REFUSED);
+        return NULL;
+    }
+    tw__count_rare(s, TW_RARE_SPILL_OPENED);
+    d->spill_retry = 0;
+    p->open_until = t + TW_SPILL_PAGE;
+    return p;
 }
 
 bool tw__defer_place(tw_service *s, uint64_t entry, uint64_t tick)
@@ -121,33 +261,29 @@ bool tw__defer_place(tw_service *s, uint64_t entry, uint64_t tick)
     uint32_t t = atomic_load_explicit(&d->tail, memory_order_relaxed);
     /* Acquire: the drainer is done with the entries below the head. */
     uint32_t h = atomic_load_explicit(&d->head, memory_order_acquire);
-    if (t - h >= TW_DEFER_LOG)
-        return false; /* full: place it ourselves */
-    tw_defer_entry *e = &d->e[t % TW_DEFER_LOG];
-    /* Release (both, the tick first): for the drainer, the tail publishes
-     * them; these orders are for tw_next_due, which may read an entry as
-     * we overwrite it (tw__defer_next_due). */
-    atomic_store_explicit(&e->tick, tick, memory_order_release);
-    atomic_store_explicit(&e->entry, entry, memory_order_release);
-    /* Relaxed (load and store): we are its only writer, and the tail's
-     * release below publishes it to the cursor. A page starts a new bound:
-     * the one of the page TW_DEFER_BOUNDS back, drained long ago (a log
-     * holds at most TW_DEFER_LOG entries, which span 5 pages). */
-    _Atomic uint64_t *b = &d->bound[t / TW_DEFER_PAGE % TW_DEFER_BOUNDS];
-    uint64_t min = t % TW_DEFER_PAGE == 0 ? UINT64_MAX
-                                          : atomic_load_explicit(b, memory_order_relaxed);
-    if (tick < min)
-        atomic_store_explicit(b, tick, memory_order_relaxed);
-    /* Release: the entry (and its page's bound) before the drainer's acquire. */
-    atomic_store_explicit(&d->tail, t + 1, memory_order_release);
+    bool urgent;
+    if (t - h < TW_DEFER_LOG) {
+        ring r = log_ring(d);
+        ring_append(&r, t, entry, tick);
+        /* Relaxed: a hint for when to wake the cursor. A log whose drains
+         * leave its newest TW_DEFER_KEEP entries wakes it that much later,
+         * so that each drain still takes half a log. */
+        bool keeps = atomic_load_explicit(&d->keep, memory_order_relaxed);
+        urgent = t + 1 - h == TW_DEFER_LOG / 2 + (keeps ? TW_DEFER_KEEP : 0);
+    } else {
+        tw_defer_spill *p = spill_room(s, d);
+        if (!p)
+            return false; /* full, no spill: place it ourselves */
+        /* Relaxed: we are the spill's tail's only writer. */
+        uint32_t pt = atomic_load_explicit(&p->tail, memory_order_relaxed);
+        ring r = spill_ring(p);
+        ring_append(&r, pt, entry, tick);
+        urgent = pt % TW_SPILL_PAGE == 0; /* a page of spill: the cursor is behind */
+    }
     /* Seq_cst fence: our tail before the poke's look at wake_tick, against
      * the cursor's wake_tick before its look at the tails (see the top). */
     atomic_thread_fence(memory_order_seq_cst);
-    /* Relaxed: a hint for when to wake the cursor. A log whose drains
-     * leave its newest TW_DEFER_KEEP entries wakes it that much later, so
-     * that each drain still takes half a log. */
-    bool keeps = atomic_load_explicit(&d->keep, memory_order_relaxed);
-    if (t + 1 - h == TW_DEFER_LOG / 2 + (keeps ? TW_DEFER_KEEP : 0))
+    if (urgent)
         tw__cursor_poke(s, cur + 1); /* filling up: drain it now */
     else
         tw__cursor_poke(s, tick - TW_DEFER_AHEAD);
@@ -170,11 +306,10 @@ static bool entry_current(tw_service *s, uint64_t v)
  * in the cache of the core that armed it. */
 #define DRAIN_AHEAD 8
 
-static void prefetch_entry_record(tw_service *s, const tw_defer_log *d, uint32_t k)
+static void prefetch_entry_record(tw_service *s, const ring *r, uint32_t k)
 {
     /* Relaxed: published by the tail we acquired (k is below it). */
-    uint64_t v = atomic_load_explicit(&((tw_defer_log *)d)->e[k % TW_DEFER_LOG].entry,
-                                      memory_order_relaxed);
+    uint64_t v = atomic_load_explicit(&r->e[k % r->size].entry, memory_order_relaxed);
     tw_record *rec = tw__rec(&s->rec, (uint32_t)v);
     if (rec)
         __builtin_prefetch(rec, 0, 3);
@@ -191,17 +326,17 @@ static void prefetch_entry_record(tw_service *s, const tw_defer_log *d, uint32_t
 /* Release: the entries below k are placed or dropped, before the owner
  * reuses their room and before a tw_next_due that reads this head looks
  * at the wheel (as at the drain's end). */
-static void give_room(tw_defer_log *d, uint32_t k)
+static void give_room(const ring *r, uint32_t k)
 {
-    atomic_store_explicit(&d->head, k, memory_order_release);
+    atomic_store_explicit(r->head, k, memory_order_release);
 }
 
 void (*_Atomic tw__defer_gave_hook)(tw_service *s); /* tests (internal.h) */
 
 /* Give room before the drain's end (DRAIN_GIVE). */
-static void give_room_early(tw_service *s, tw_defer_log *d, uint32_t k)
+static void give_room_early(tw_service *s, const ring *r, uint32_t k)
 {
-    give_room(d, k);
+    give_room(r, k);
     /* Acquire: the hook's code and data as the test set them. */
     void (*hook)(tw_service *) = atomic_load_explicit(&tw__defer_gave_hook,
                                                      memory_order_acquire);
@@ -209,33 +344,48 @@ static void give_room_early(tw_service *s, tw_defer_log *d, uint32_t k)
         hook(s);
 }
 
-/* Page numbers wrap with the positions (2^32 / TW_DEFER_PAGE of them); the
- * bound of page p is bound[p % TW_DEFER_BOUNDS] on both sides of the wrap,
- * since TW_DEFER_BOUNDS divides their count. */
-#define PAGE_MASK (UINT32_MAX / TW_DEFER_PAGE)
-_Static_assert((TW_DEFER_PAGE & (TW_DEFER_PAGE - 1)) == 0 &&
-               (PAGE_MASK + 1u) % TW_DEFER_BOUNDS == 0,
-               "page numbers wrap with the positions, bounds with the pages");
+/* The spill's page that ends at position k is drained: its memory goes
+ * back, then its room (so the owner never writes into a page being given
+ * back: it writes there only past the head we store after). */
+static void give_spill_page(const ring *r, uint32_t k)
+{
+    tw_defer_entry *first = &r->e[(k - r->page) % r->size];
+    (void)madvise(first, (size_t)r->page * sizeof *first, MADV_DONTNEED);
+    give_room(r, k);
+}
 
-/* The least of the page bounds over positions [h, t) (UINT64_MAX: none).
- * The page number wraps as the positions do: a plain p++ from the head's
- * page, once the tail had passed 2^32 and the head not yet, ran 2^32
- * pages round before it met the tail's (the cursor stalled for seconds,
- * once every 2^32 logged armings of a thread), taking in the bounds of
- * pages drained long ago (tests/test_defer.c). */
-static uint64_t pages_bound(tw_defer_log *d, uint32_t h, uint32_t t)
+/* Page numbers wrap with the positions (2^32 / page of them); the bound of
+ * page p is bound[p % bounds] on both sides of the wrap, since bounds
+ * divides their count (powers of two). */
+_Static_assert((TW_DEFER_PAGE & (TW_DEFER_PAGE - 1)) == 0 &&
+               (UINT32_MAX / TW_DEFER_PAGE + 1u) % TW_DEFER_BOUNDS == 0 &&
+               (TW_SPILL_PAGE & (TW_SPILL_PAGE - 1)) == 0 &&
+               (UINT32_MAX / TW_SPILL_PAGE + 1u) % TW_SPILL_BOUNDS == 0 &&
+               TW_DEFER_LOG / TW_DEFER_PAGE + 1u < TW_DEFER_BOUNDS &&
+               TW_SPILL_LOG / TW_SPILL_PAGE + 1u < TW_SPILL_BOUNDS,
+               "page numbers wrap with the positions, bounds with the pages, "
+               "and a full ring spans fewer pages than it keeps bounds");
+
+/* The least of the page bounds over positions [h, t) of r (UINT64_MAX:
+ * none). The page number wraps as the positions do: a plain p++ from the
+ * head's page, once the tail had passed 2^32 and the head not yet, ran
+ * 2^32 pages round before it met the tail's (the cursor stalled for
+ * seconds, once every 2^32 logged armings of a thread), taking in the
+ * bounds of pages drained long ago (tests/test_defer.c). */
+static uint64_t pages_bound(const ring *r, uint32_t h, uint32_t t)
 {
     uint64_t min = UINT64_MAX;
     if (h == t)
         return min;
-    for (uint32_t p = h / TW_DEFER_PAGE;; p = (p + 1) & PAGE_MASK) {
+    uint32_t mask = UINT32_MAX / r->page;
+    for (uint32_t p = h / r->page;; p = (p + 1) & mask) {
         /* Relaxed: ordered after the tail that published it (our caller's
          * acquire or seq_cst load). A page's bound is reset only when the
-         * owner starts the page TW_DEFER_BOUNDS later, past any tail it
-         * can reach before we move the head. */
-        uint64_t b = atomic_load_explicit(&d->bound[p % TW_DEFER_BOUNDS], memory_order_relaxed);
+         * owner starts the page r->bounds later, past any tail it can
+         * reach before we move the head. */
+        uint64_t b = atomic_load_explicit(&r->bound[p % r->bounds], memory_order_relaxed);
         min = b < min ? b : min;
-        if (p == (t - 1) / TW_DEFER_PAGE)
+        if (p == (t - 1) / r->page)
             return min;
     }
 }
@@ -243,6 +393,40 @@ static uint64_t pages_bound(tw_defer_log *d, uint32_t h, uint32_t t)
 /* A drain of at least this many entries decides whether the next one
  * keeps the newest (drain_log). */
 #define KEEP_JUDGE 256u
+
+/* Place the current entries of r at [h, t); returns the position reached
+ * (t, or the entry that found no memory), with the stale ones counted in
+ * *stale. Gives room as it goes: every DRAIN_GIVE entries in a log, and
+ * in a spill at each page's end, after giving the page back. */
+static uint32_t drain_ring(tw_service *s, const ring *r, uint32_t h, uint32_t t,
+                           bool spill, uint32_t *stale)
+{
+    uint32_t k;
+    for (k = h; k != t; k++) {
+        if (k != h && spill && k % r->page == 0)
+            give_spill_page(r, k);
+        else if (k != h && !spill && (k - h) % DRAIN_GIVE == 0)
+            give_room_early(s, r, k);
+        if (t - k > DRAIN_AHEAD)
+            prefetch_entry_record(s, r, k + DRAIN_AHEAD);
+        tw_defer_entry *e = &r->e[k % r->size];
+        /* Relaxed: as above. */
+        uint64_t v = atomic_load_explicit(&e->entry, memory_order_relaxed);
+        if (!entry_current(s, v)) {
+            (*stale)++;
+            continue; /* cancelled, fired, reused or moved: nothing to place */
+        }
+        if (tw__place(s, v, atomic_load_explicit(&e->tick, memory_order_relaxed)) != TW_OK)
+            break; /* no memory: keep it and the rest for the next pass */
+    }
+    /* A drain that ends on a spill's page boundary gives that page back
+     * too: the next one starts there, and would not. */
+    if (k != h && spill && k % r->page == 0)
+        give_spill_page(r, k);
+    else
+        give_room(r, k);
+    return k;
+}
 
 /* Place the current entries of d; false if out of memory stopped it. With
  * `some`, and if the last drain of d found at least half of its entries
@@ -262,9 +446,13 @@ static uint64_t pages_bound(tw_defer_log *d, uint32_t h, uint32_t t)
  *
  * Why it is safe: the cursor plans its wake-up no later than
  * TW_DEFER_AHEAD ticks before the log's bound (cursor.c), and its drain
- * then takes the whole log: the bound is within 2 TW_DEFER_AHEAD. */
+ * then takes the whole log: the bound is within 2 TW_DEFER_AHEAD.
+ *
+ * The spill is drained whole each time, after the log: it holds a burst
+ * the log could not, and leaving its newest would only hold memory. */
 static bool drain_log(tw_service *s, tw_defer_log *d, bool some)
 {
+    ring r = log_ring(d);
     /* Relaxed: we are the head's only writer. */
     uint32_t h = atomic_load_explicit(&d->head, memory_order_relaxed);
     /* Acquire: the entries below the tail, as the owner wrote them. */
@@ -273,34 +461,24 @@ static bool drain_log(tw_service *s, tw_defer_log *d, bool some)
     if (some && atomic_load_explicit(&d->keep, memory_order_relaxed)) {
         /* Relaxed: cur is ours. */
         uint64_t cur = atomic_load_explicit(&s->wheel.cur, memory_order_relaxed);
-        if (pages_bound(d, h, t) > cur + 2 * TW_DEFER_AHEAD)
+        if (pages_bound(&r, h, t) > cur + 2 * TW_DEFER_AHEAD)
             t = t - h > TW_DEFER_KEEP ? t - TW_DEFER_KEEP : h;
-        if (t == h)
-            return true;
     }
-    bool ok = true;
-    uint32_t k, stale = 0;
-    for (k = h; k != t; k++) {
-        if ((k - h) % DRAIN_GIVE == 0 && k != h)
-            give_room_early(s, d, k);
-        if (t - k > DRAIN_AHEAD)
-            prefetch_entry_record(s, d, k + DRAIN_AHEAD);
-        tw_defer_entry *e = &d->e[k % TW_DEFER_LOG];
-        /* Relaxed: as above. */
-        uint64_t v = atomic_load_explicit(&e->entry, memory_order_relaxed);
-        if (!entry_current(s, v)) {
-            stale++;
-            continue; /* cancelled, fired, reused or moved: nothing to place */
-        }
-        if (tw__place(s, v, atomic_load_explicit(&e->tick, memory_order_relaxed)) != TW_OK) {
-            ok = false; /* no memory: keep it and the rest for the next pass */
-            break;
-        }
-    }
+    uint32_t stale = 0;
+    uint32_t k = drain_ring(s, &r, h, t, false, &stale);
     if (k - h >= KEEP_JUDGE)
         atomic_store_explicit(&d->keep, 2 * stale >= k - h, memory_order_relaxed);
-    give_room(d, k);
-    return ok;
+    if (k != t)
+        return false;
+    /* Acquire: the spill as its owner made it. */
+    tw_defer_spill *p = atomic_load_explicit(&d->spill, memory_order_acquire);
+    if (!p)
+        return true;
+    ring sr = spill_ring(p);
+    /* Relaxed, acquire: as the log's head and tail above. */
+    h = atomic_load_explicit(&p->head, memory_order_relaxed);
+    t = atomic_load_explicit(&p->tail, memory_order_acquire);
+    return drain_ring(s, &sr, h, t, true, &stale) == t;
 }
 
 /* Stripe i's log, or NULL if its owners never logged a timer. */
@@ -344,15 +522,29 @@ bool tw__defer_drain(tw_service *s, bool some)
     return ok;
 }
 
-/* The cursor's bound on log d: the least page bound of its entries. */
+/* The cursor's bound on log d: the least page bound of its entries and
+ * its spill's. */
 static uint64_t log_bound(tw_service *s, tw_defer_log *d)
 {
     (void)s;
+    ring r = log_ring(d);
     /* Relaxed: the head is the cursor's own. Seq_cst: the tail, the
      * cursor's look after it published its plan (see the top). */
     uint32_t h = atomic_load_explicit(&d->head, memory_order_relaxed);
     uint32_t t = atomic_load_explicit(&d->tail, memory_order_seq_cst);
-    return pages_bound(d, h, t);
+    uint64_t bound = pages_bound(&r, h, t);
+    /* Seq_cst: as the log pointer (log_of): a spill made by its owner's
+     * first spilled arming is among those this look reads. */
+    tw_defer_spill *p = atomic_load_explicit(&d->spill, memory_order_seq_cst);
+    if (p) {
+        ring sr = spill_ring(p);
+        /* Relaxed, seq_cst: as above. */
+        h = atomic_load_explicit(&p->head, memory_order_relaxed);
+        t = atomic_load_explicit(&p->tail, memory_order_seq_cst);
+        uint64_t b = pages_bound(&sr, h, t);
+        bound = b < bound ? b : bound;
+    }
+    return bound;
 }
 
 uint64_t tw__defer_bound(tw_service *s)
@@ -360,8 +552,9 @@ uint64_t tw__defer_bound(tw_service *s)
     return least_over_logs(s, log_bound);
 }
 
-/* The earliest tick of a live entry in log d, or UINT64_MAX. An entry may
- * be overwritten while we read it, once the drain has placed it; the owner
+/* The earliest tick of a live entry in ring r (a log or a spill), or
+ * UINT64_MAX. An entry may be overwritten while we read it, once the
+ * drain has placed it; the owner
  * writes the tick, then the entry (release both), and we read the entry,
  * then the tick (acquire both). Reading a newer entry, or a newer tick,
  * means the one it replaced was placed before, and our caller's look at
@@ -369,22 +562,37 @@ uint64_t tw__defer_bound(tw_service *s)
  * timer's, at or after the entry's own when the entry is the newer one. So
  * the answer is never later than a logged timer's, and exact without such
  * a race. */
-static uint64_t earliest_live(tw_service *s, tw_defer_log *d)
+static uint64_t ring_earliest_live(tw_service *s, const ring *r)
 {
     /* Acquire: the placements below the head (see above). */
-    uint32_t h = atomic_load_explicit(&d->head, memory_order_acquire);
+    uint32_t h = atomic_load_explicit(r->head, memory_order_acquire);
     /* Acquire: the entries below the tail. */
-    uint32_t t = atomic_load_explicit(&d->tail, memory_order_acquire);
-    if (t - h > TW_DEFER_LOG)
-        h = t - TW_DEFER_LOG; /* the head moved on between our two loads */
+    uint32_t t = atomic_load_explicit(r->tail, memory_order_acquire);
+    if (t - h > r->size)
+        h = t - r->size; /* the head moved on between our two loads */
     uint64_t best = UINT64_MAX;
     for (uint32_t k = h; k != t; k++) {
-        tw_defer_entry *e = &d->e[k % TW_DEFER_LOG];
-        /* Acquire, both: see above. */
+        tw_defer_entry *e = &r->e[k % r->size];
+        /* Acquire, both: see above. A spill's page given back reads as
+         * zeros: entry 0 is no timer's (generations are never 0). */
         uint64_t v = atomic_load_explicit(&e->entry, memory_order_acquire);
         uint64_t tick = atomic_load_explicit(&e->tick, memory_order_acquire);
-        if (tick < best && entry_current(s, v))
+        if (v != 0 && tick < best && entry_current(s, v))
             best = tick;
+    }
+    return best;
+}
+
+static uint64_t earliest_live(tw_service *s, tw_defer_log *d)
+{
+    ring r = log_ring(d);
+    uint64_t best = ring_earliest_live(s, &r);
+    /* Acquire: the spill as its owner made it. */
+    tw_defer_spill *p = atomic_load_explicit(&d->spill, memory_order_acquire);
+    if (p) {
+        ring sr = spill_ring(p);
+        uint64_t b = ring_earliest_live(s, &sr);
+        best = b < best ? b : best;
     }
     return best;
 }
@@ -398,7 +606,14 @@ void tw__defer_fini(tw_service *s)
 {
     for (uint32_t i = 0; i < TW_OWNED_STRIPES; i++) {
         /* Relaxed: every thread that used the service is done with it. */
-        free(atomic_load_explicit(&s->defer[i], memory_order_relaxed));
+        tw_defer_log *d = atomic_load_explicit(&s->defer[i], memory_order_relaxed);
+        /* Relaxed: as above. */
+        tw_defer_spill *p = d ? atomic_load_explicit(&d->spill, memory_order_relaxed) : NULL;
+        if (p) {
+            (void)munmap(p->e, (size_t)TW_SPILL_LOG * sizeof(tw_defer_entry));
+            free(p);
+        }
+        free(d);
         atomic_store_explicit(&s->defer[i], NULL, memory_order_relaxed);
     }
 }

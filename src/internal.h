@@ -97,6 +97,9 @@ enum {
                              (workers.c, joining; tests/test_workers.c) */
     TW_RARE_MOVED_OFF,    /* a watcher left the CPU of the runner it watched
                              (workers.c, joining; its move: tests/test_workers.c) */
+    TW_RARE_SPILL_OPENED, /* a full log's owner opened a page of its spill (defer.c) */
+    TW_RARE_SPILL_REFUSED,/* ... and was refused one: it held as many entries as
+                             timers were pending, or it was full, or no memory */
     TW_RARE_COUNT
 };
 
@@ -1301,11 +1304,29 @@ typedef struct tw_defer_entry {
 #define TW_DEFER_PAGE   (TW_DEFER_LOG / 4) /* entries under one bound */
 #define TW_DEFER_KEEP   TW_DEFER_PAGE /* newest entries a drain may leave (defer.c) */
 #define TW_DEFER_BOUNDS 8u /* bounds kept: a log spans at most 5 pages */
+/* A log's spill (defer.c): where a full log's owner appends while a burst
+ * outruns the cursor, as long as the spill holds no more than the timers
+ * pending (one page over at most). Its entries are address space reserved
+ * at once and backed as they are written; the cursor gives each page back
+ * once it has drained it. */
+#define TW_SPILL_LOG    (1u << 22) /* entries (64 MiB of address space) */
+#define TW_SPILL_PAGE   (1u << 14) /* entries under one bound, given back together (256 KiB) */
+#define TW_SPILL_BOUNDS 512u       /* more than the pages a full spill spans */
+#define TW_SPILL_RETRY  1024u      /* armings placed by the call before a refused owner asks again */
+typedef struct tw_defer_spill {
+    _Atomic uint32_t tail TW_ALIGNED; /* the owner's */
+    uint32_t open_until;              /* the owner's: positions below it may be written */
+    _Atomic uint64_t bound[TW_SPILL_BOUNDS]; /* the owner's, as a log's */
+    _Atomic uint32_t head TW_ALIGNED; /* the cursor's */
+    tw_defer_entry *e;                /* TW_SPILL_LOG entries (mmap, MAP_NORESERVE) */
+} tw_defer_spill;
 typedef struct tw_defer_log {
     _Atomic uint32_t tail TW_ALIGNED; /* the owner's */
     /* The owner's: bound[p % TW_DEFER_BOUNDS] <= the tick of every entry
      * at positions [p, p + 1) * TW_DEFER_PAGE (page p) */
     _Atomic uint64_t bound[TW_DEFER_BOUNDS];
+    _Atomic(tw_defer_spill *) spill;  /* the owner's, made on first need */
+    uint32_t spill_retry;             /* the owner's: armings left before it asks again */
     _Atomic uint32_t head TW_ALIGNED; /* the cursor's */
     _Atomic bool keep; /* the cursor's: its last drain found most entries stale */
     tw_defer_entry e[TW_DEFER_LOG] TW_ALIGNED;

@@ -10,6 +10,9 @@
 #include "tw_test.h"
 
 #include <pthread.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 
 /* ---- holding the cursor --------------------------------------------------- */
@@ -216,27 +219,139 @@ static void next_due_forgets_a_drained_log(void **state)
     tw_destroy(s);
 }
 
-/* A full log is not waited for: the producer places the rest itself. */
-static void a_full_log_places_the_rest(void **state)
+/* The calling thread's spill, or NULL. */
+static tw_defer_spill *my_spill(tw_service *s)
+{
+    tw_defer_log *d = atomic_load(&s->defer[tw__stripe_mine]);
+    return d ? atomic_load(&d->spill) : NULL;
+}
+
+/* Resident pages of [p, p + bytes) (mincore), p page-aligned. */
+static size_t resident_pages(void *p, size_t bytes)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), n = (bytes + page - 1) / page, in = 0;
+    unsigned char *v = calloc(n, 1);
+    assert_non_null(v);
+    assert_int_equal(mincore(p, bytes, v), 0);
+    for (size_t i = 0; i < n; i++)
+        in += v[i] & 1;
+    free(v);
+    return in;
+}
+
+/* A full log is not waited for: a burst beyond it goes to the thread's
+ * spill (defer.c), nothing is placed by the calls, and the cursor, let
+ * go, places every one and gives each page of the spill it drained back
+ * to the system, the page its drain ended on included. Planted (no
+ * spill: the calls place what the log cannot hold, as before it) fails
+ * the first count; no page given back, the first residency check; a
+ * drain that ends on a page's end keeping it, the second. */
+static void a_full_log_spills_a_burst(void **state)
+{
+    (void)state;
+    tw_service *s = t_monotonic(0, T_MS);
+    gate g;
+    hold_cursor(s, &g);
+    enum { N = TW_SPILL_PAGE + 100 };
+    uint64_t before = tw__reserved_total(s);
+    for (uint32_t i = 0; i < TW_DEFER_LOG + N; i++)
+        ASSERT_RC(tw_schedule(s, 60 * T_S, t_noop, NULL, NULL), TW_OK);
+    assert_int_equal(tw__reserved_total(s), before); /* none placed by a call */
+    tw_defer_spill *p = my_spill(s);
+    assert_non_null(p);
+    assert_int_equal(atomic_load(&p->tail), N);
+    size_t page_bytes = (size_t)TW_SPILL_PAGE * sizeof(tw_defer_entry);
+    assert_int_equal(resident_pages(p->e, page_bytes), page_bytes / (size_t)sysconf(_SC_PAGESIZE));
+    release_cursor(&g);
+    uint64_t all = before + TW_DEFER_LOG + N;
+    assert_int_equal(wait_for(s, tw__reserved_total, all), all);
+    assert_int_equal(atomic_load(&p->head), N);
+    assert_int_equal(resident_pages(p->e, page_bytes), 0); /* drained: given back */
+
+    /* A drain that ends on a page's end gives that page back too. */
+    gate g2;
+    hold_cursor(s, &g2);
+    before = tw__reserved_total(s); /* the gate's timer placed */
+    for (uint32_t i = 0; i < TW_DEFER_LOG + TW_SPILL_PAGE - 100; i++)
+        ASSERT_RC(tw_schedule(s, 60 * T_S, t_noop, NULL, NULL), TW_OK);
+    assert_int_equal(atomic_load(&p->tail), 2 * TW_SPILL_PAGE);
+    release_cursor(&g2);
+    all = before + TW_DEFER_LOG + TW_SPILL_PAGE - 100;
+    assert_int_equal(wait_for(s, tw__reserved_total, all), all);
+    assert_int_equal(atomic_load(&p->head), 2 * TW_SPILL_PAGE);
+    assert_int_equal(resident_pages(&p->e[TW_SPILL_PAGE], page_bytes), 0);
+    tw_stats st;
+    tw_stats_get(s, &st);
+    assert_int_equal(st.pending, 2 * (TW_DEFER_LOG + TW_SPILL_PAGE));
+    tw_destroy(s);
+}
+
+/* A spill holds no more than the timers pending (and a page): a thread
+ * that arms and cancels while the cursor is held fills its log, then a
+ * page of spill with stale entries, and then the calls place its timers
+ * themselves (the spill is refused: it holds a page, one timer is
+ * pending), as they do for TW_SPILL_RETRY armings before asking again.
+ * Planted (no check against the pending timers) fails the count of
+ * placed timers. */
+static void a_spill_holds_no_more_than_the_pending(void **state)
 {
     (void)state;
     tw_service *s = t_monotonic(0, T_MS);
     gate g;
     hold_cursor(s, &g);
     uint64_t before = tw__reserved_total(s);
-    for (uint32_t i = 0; i < TW_DEFER_LOG + 10; i++)
-        ASSERT_RC(tw_schedule(s, 60 * T_S, t_noop, NULL, NULL), TW_OK);
-    assert_int_equal(tw__reserved_total(s), before + 10);
+    for (uint32_t i = 0; i < TW_DEFER_LOG + TW_SPILL_PAGE; i++) {
+        tw_timer h;
+        ASSERT_RC(tw_schedule(s, 60 * T_S, t_noop, NULL, &h), TW_OK);
+        ASSERT_RC(tw_cancel(s, h), TW_OK);
+    }
+    assert_int_equal(tw__reserved_total(s), before);
+    tw_defer_spill *p = my_spill(s);
+    assert_non_null(p);
+    assert_int_equal(atomic_load(&p->tail), TW_SPILL_PAGE);
+    enum { KEPT = 10 };
+    tw_timer kept[KEPT];
+    arm_far(s, kept, KEPT);
+    assert_int_equal(tw__reserved_total(s), before + KEPT); /* placed by the calls */
+    assert_int_equal(atomic_load(&p->tail), TW_SPILL_PAGE);
     release_cursor(&g);
-    uint64_t all = before + TW_DEFER_LOG + 10;
-    assert_int_equal(wait_for(s, tw__reserved_total, all), all);
+    cancel_each(s, kept, KEPT, 0, 1);
+    tw_stats st;
+    tw_stats_get(s, &st);
+    assert_int_equal(st.pending, 0);
+    tw_destroy(s);
+}
+
+/* tw_next_due reads the spill's live entries as it reads the log's: the
+ * earliest timer sits in the spill, behind a log of later ones. */
+static void next_due_sees_spilled_timers(void **state)
+{
+    (void)state;
+    tw_service *s = t_monotonic(0, T_MS);
+    gate g;
+    hold_cursor(s, &g);
+    uint64_t t0 = tw_now(s);
+    for (uint32_t i = 0; i < TW_DEFER_LOG; i++)
+        ASSERT_RC(tw_schedule(s, 7200 * T_S, t_noop, NULL, NULL), TW_OK);
+    tw_timer gone;
+    ASSERT_RC(tw_schedule(s, 60 * T_S, t_noop, NULL, &gone), TW_OK);
+    ASSERT_RC(tw_schedule(s, 3600 * T_S, t_noop, NULL, NULL), TW_OK);
+    ASSERT_RC(tw_cancel(s, gone), TW_OK); /* stale in the spill */
+    uint64_t t1 = tw_now(s);
+    tw_defer_spill *p = my_spill(s);
+    assert_non_null(p);
+    assert_int_equal(atomic_load(&p->tail), 2);
+    uint64_t due = tw_next_due(s);
+    assert_true(due >= t0 + 3600 * T_S);
+    assert_true(due <= t1 + 3600 * T_S + T_MS);
+    release_cursor(&g);
     tw_destroy(s);
 }
 
 /* A long drain gives the log's owner room as it goes (defer.c,
  * DRAIN_GIVE), not only at its end: in the middle of the drain of a full
- * log, the owner's next far timer goes into its log, not into the wheel
- * by the call (a_full_log_places_the_rest). The hook holds the cursor at
+ * log, the owner's next far timer goes into its log, not into its spill
+ * (a_full_log_spills_a_burst). The hook holds the cursor at
  * its first early give until the test has armed. */
 static _Atomic int g_gave, g_armed;
 
@@ -298,20 +413,23 @@ static void count_dropped(tw_timer t, void *arg)
     atomic_fetch_add(&dropped, 1);
 }
 
-/* tw_stop hands every pending timer to on_pending once, logged or placed,
- * and tw_destroy frees the logs (the sanitizer and valgrind runs). */
+/* tw_stop hands every pending timer to on_pending once, logged, spilled or
+ * placed, and tw_destroy frees the logs and spills (the sanitizer and
+ * valgrind runs). */
 static void stop_drops_logged_timers_once(void **state)
 {
     (void)state;
     tw_service *s = t_monotonic(0, T_MS);
     gate g;
     hold_cursor(s, &g);
-    for (int i = 0; i < 100; i++)
+    enum { N = TW_DEFER_LOG + 100 }; /* the log and a spill */
+    for (int i = 0; i < N; i++)
         ASSERT_RC(tw_schedule(s, 3600 * T_S, t_noop, NULL, NULL), TW_OK);
+    assert_non_null(my_spill(s));
     atomic_store(&dropped, 0);
     release_cursor(&g); /* the drain may run before, during or after the stop */
     ASSERT_RC(tw_stop(s, count_dropped), TW_OK);
-    assert_int_equal(atomic_load(&dropped), 100);
+    assert_int_equal(atomic_load(&dropped), N);
     tw_destroy(s);
 }
 
@@ -578,7 +696,9 @@ int main(void)
         cmocka_unit_test_setup(only_live_logged_timers_are_placed, t_setup),
         cmocka_unit_test_setup(next_due_sees_logged_timers, t_setup),
         cmocka_unit_test_setup(next_due_forgets_a_drained_log, t_setup),
-        cmocka_unit_test_setup(a_full_log_places_the_rest, t_setup),
+        cmocka_unit_test_setup(a_full_log_spills_a_burst, t_setup),
+        cmocka_unit_test_setup(a_spill_holds_no_more_than_the_pending, t_setup),
+        cmocka_unit_test_setup(next_due_sees_spilled_timers, t_setup),
         cmocka_unit_test_setup(a_long_drain_gives_room_as_it_goes, t_setup),
         cmocka_unit_test_setup(near_timers_are_placed_by_the_call, t_setup),
         cmocka_unit_test_setup(stop_drops_logged_timers_once, t_setup),
