@@ -10,8 +10,8 @@
 # (javac against the packaged netty-common.jar) and the Go peer (go build,
 # offline: GOPROXY=off, standard library only, into build/bench/go), and runs
 # every workload, one fresh process per implementation and workload (WL1,
-# WL1b and WL3 three times each, WL5 and WL6 in three rounds that take every
-# implementation in turn: min/median/max), against:
+# WL1b and WL3 three times each, WL2, WL5 and WL6 in three rounds that take
+# every implementation in turn: min/median/max), against:
 #
 #   timerwheel      this library with defaults (4096 slots per level, no cap)
 #   timerwheel-cfg  this library configured for the workload: 1024 slots per
@@ -193,9 +193,13 @@ done
 # column moves the same way). One run each let a column meet one spell and
 # the next column another. Two more rounds, every implementation in turn,
 # so that each column's median comes from the same spells as the others'.
+# WL2 too: one process a figure varied 2x between two runs of the same
+# binary (schedules at 1M: 8.8M and 13.9M, 2026-11-28), and each of its
+# processes measures one size, so its rounds are fresh processes as well.
 for round in 2 3; do
   for wl in $WLS; do
     case $wl in
+      2) for impl in $IMPLS; do for n in $WL2_NS; do run "$impl" 2 --n "$n"; done; done ;;
       5|6) for impl in $IMPLS; do run "$impl" "$wl"; done ;;
     esac
   done
@@ -225,7 +229,7 @@ done
 # ---- table ------------------------------------------------------------------------------
 
 echo
-echo "# WL1/WL1b/WL3/WL5/WL6: median (min-max) of 3 runs. Ratio: the worse of the two timerwheel columns (named: def"
+echo "# WL1/WL1b/WL2/WL3/WL5/WL6: median (min-max) of 3 runs. Ratio: the worse of the two timerwheel columns (named: def"
 echo "# = timerwheel, cfg = timerwheel-cfg) / the best other column ('better' means timerwheel wins:"
 echo "# higher for /s rates, lower for ms, bytes, CPU and switches)."
 echo "# timerwheel: defaults (4096 slots per level, no cap); timerwheel-cfg: 1024 slots per level and"
