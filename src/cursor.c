@@ -297,6 +297,12 @@ static void cursor_sleep(tw_service *s, uint64_t cur, uint64_t now)
                                             : cur + 1; /* steps left: the next tick */
         w = w < then ? w : then;
     }
+    /* A spill's next page before populating: a drain slower than the
+     * burst's arming fills the spill, and its thread then places timers
+     * itself (WL2 10M: 0.71x the schedules with a populating step between
+     * pages, farm-bench, 2026-11-28). */
+    if (tw__defer_spilled(s))
+        return; /* the loop drains it */
     if (may_prefault(s, cur, w)) {
         prefault_step(s); /* one step; the loop plans again */
         return;

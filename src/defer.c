@@ -70,10 +70,11 @@
  * The spill. A burst of far timers from one thread (a million sessions
  * armed at start-up, WL2) outruns the cursor: an append costs the
  * producer about 40 ns, a placement by the drain 80-150 ns. The log then
- * stays full, and the producer placed every other timer itself, at the
- * cost of a placement and beside the cursor in the same slots (WL2 10M:
- * 48% of the armings; its schedules 1.8x faster with room for the whole
- * burst, farm-bench of twbench, 2026-11-28). So a full log's owner appends
+ * stays full, and the producer placed the rest itself, at the cost of a
+ * placement and beside the cursor in the same slots (counted, 2026-11-28:
+ * 22-28% of WL2 1M's armings, 48% of 10M's). With the spill none are, and
+ * WL2's schedules ran 1.14x (1M) and 1.08x (10M) as fast, medians of
+ * farm-bench pairs of twbench. So a full log's owner appends
  * to a second ring, its spill: TW_SPILL_LOG entries of address space
  * (mmap, MAP_NORESERVE) made on the first need, with a bound per
  * TW_SPILL_PAGE entries as the log has per page. The cursor drains it
@@ -448,8 +449,21 @@ static uint32_t drain_ring(tw_service *s, const ring *r, uint32_t h, uint32_t t,
  * TW_DEFER_AHEAD ticks before the log's bound (cursor.c), and its drain
  * then takes the whole log: the bound is within 2 TW_DEFER_AHEAD.
  *
- * The spill is drained whole each time, after the log: it holds a burst
- * the log could not, and leaving its newest would only hold memory. */
+ * The spill is drained after the log, and with `some` (the loop's drains)
+ * TW_SPILL_DRAIN_PAGES pages at most, to a page's end: a spill holds as many
+ * entries as a burst left there (a million is 100 ms of placements), and
+ * a drain of all of it would hold up the ticks due meanwhile. The cursor
+ * neither sleeps nor populates records ahead while a spill holds entries
+ * (tw__defer_spilled, cursor.c); a drain without `some` (a logged timer
+ * may be due, an early claim, the stop) takes all of it. */
+/* TW_SPILL_DRAIN_PAGES (internal.h): 131,072 entries, as many as the 16
+ * logs can hold, so a spill holds the ticks up no longer than full logs
+ * could. Why not one page: each drain comes with the loop's plan, which
+ * reads every page bound of the spills, and page by page that took WL2
+ * 10M's schedules to 0.87x (farm-bench, 2026-11-28). */
+_Static_assert(TW_SPILL_DRAIN_PAGES * TW_SPILL_PAGE == TW_OWNED_STRIPES * TW_DEFER_LOG,
+               "a loop's drain of a spill is as long as one of full logs");
+
 static bool drain_log(tw_service *s, tw_defer_log *d, bool some)
 {
     ring r = log_ring(d);
@@ -478,6 +492,9 @@ static bool drain_log(tw_service *s, tw_defer_log *d, bool some)
     /* Relaxed, acquire: as the log's head and tail above. */
     h = atomic_load_explicit(&p->head, memory_order_relaxed);
     t = atomic_load_explicit(&p->tail, memory_order_acquire);
+    uint32_t most = TW_SPILL_DRAIN_PAGES * TW_SPILL_PAGE - h % TW_SPILL_PAGE;
+    if (some && t - h > most)
+        t = h + most; /* to a page's end */
     return drain_ring(s, &sr, h, t, true, &stale) == t;
 }
 
@@ -522,6 +539,19 @@ bool tw__defer_drain(tw_service *s, bool some)
     return ok;
 }
 
+/* Log d's spill holds entries (a drain with `some` left them). */
+static bool spill_left(tw_defer_log *d)
+{
+    /* Acquire: the spill as its owner made it. */
+    tw_defer_spill *p = atomic_load_explicit(&d->spill, memory_order_acquire);
+    if (!p)
+        return false;
+    /* Relaxed: the head is the cursor's own. Relaxed: the tail is a hint
+     * here; an append the cursor does not see pokes it (see the top). */
+    return atomic_load_explicit(&p->tail, memory_order_relaxed) !=
+           atomic_load_explicit(&p->head, memory_order_relaxed);
+}
+
 /* The cursor's bound on log d: the least page bound of its entries and
  * its spill's. */
 static uint64_t log_bound(tw_service *s, tw_defer_log *d)
@@ -545,6 +575,16 @@ static uint64_t log_bound(tw_service *s, tw_defer_log *d)
         bound = b < bound ? b : bound;
     }
     return bound;
+}
+
+bool tw__defer_spilled(tw_service *s)
+{
+    for (uint32_t i = 0; i < TW_OWNED_STRIPES; i++) {
+        tw_defer_log *d = log_of(s, i);
+        if (d && spill_left(d))
+            return true;
+    }
+    return false;
 }
 
 uint64_t tw__defer_bound(tw_service *s)

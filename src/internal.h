@@ -1313,6 +1313,7 @@ typedef struct tw_defer_entry {
 #define TW_SPILL_PAGE   (1u << 14) /* entries under one bound, given back together (256 KiB) */
 #define TW_SPILL_BOUNDS 512u       /* more than the pages a full spill spans */
 #define TW_SPILL_RETRY  1024u      /* armings placed by the call before a refused owner asks again */
+#define TW_SPILL_DRAIN_PAGES 8u    /* pages a loop's drain takes at most (defer.c) */
 typedef struct tw_defer_spill {
     _Atomic uint32_t tail TW_ALIGNED; /* the owner's */
     uint32_t open_until;              /* the owner's: positions below it may be written */
@@ -1336,6 +1337,9 @@ bool tw__defer_place(tw_service *s, uint64_t entry, uint64_t tick);
 /* The cursor: place the logged entries (false: out of memory, some kept);
  * `some`: a log's newest entries may stay while none is due soon. */
 bool tw__defer_drain(tw_service *s, bool some);
+/* The cursor: a spill holds entries, which the loop's drains take a page
+ * at a time (defer.c): do not sleep. */
+bool tw__defer_spilled(tw_service *s);
 /* The cursor: a lower bound on the ticks logged (UINT64_MAX: none), for
  * its plan and its look after publishing it. */
 uint64_t tw__defer_bound(tw_service *s);

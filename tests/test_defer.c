@@ -297,6 +297,47 @@ static void a_full_log_spills_a_burst(void **state)
     tw_destroy(s);
 }
 
+/* The loop's drains take a spill TW_SPILL_DRAIN_PAGES pages at a time
+ * (defer.c, drain_log), so that a burst's backlog does not hold up the
+ * ticks: after some drain, the spill still holds entries, its head at a
+ * page's end. Planted (the whole spill at each drain): never. */
+static tw_defer_spill *_Atomic g_spill;
+static _Atomic int g_partial;
+
+static void note_partial_drain(tw_service *s)
+{
+    (void)s;
+    tw_defer_spill *p = atomic_load(&g_spill);
+    uint32_t h = atomic_load(&p->head), t = atomic_load(&p->tail);
+    if (h != t && h % TW_SPILL_PAGE == 0)
+        atomic_store(&g_partial, 1);
+}
+
+static void a_spill_drains_pages_at_a_time(void **state)
+{
+    (void)state;
+    tw_service *s = t_monotonic(0, T_MS);
+    gate g;
+    hold_cursor(s, &g);
+    uint64_t before = tw__reserved_total(s);
+    enum { N = (TW_SPILL_DRAIN_PAGES + 2) * TW_SPILL_PAGE };
+    for (uint32_t i = 0; i < TW_DEFER_LOG + N; i++)
+        ASSERT_RC(tw_schedule(s, 60 * T_S, t_noop, NULL, NULL), TW_OK);
+    tw_defer_spill *p = my_spill(s);
+    assert_non_null(p);
+    assert_int_equal(atomic_load(&p->tail), N);
+    atomic_store(&g_spill, p);
+    atomic_store(&g_partial, 0);
+    atomic_store(&tw__defer_drained_hook, note_partial_drain);
+    release_cursor(&g);
+    uint64_t all = before + TW_DEFER_LOG + N;
+    assert_int_equal(wait_for(s, tw__reserved_total, all), all);
+    assert_int_equal(wait_spill_head(p, N), N);
+    atomic_store(&tw__defer_drained_hook, NULL);
+    assert_true(atomic_load(&g_partial));
+    tw_destroy(s);
+}
+
 /* A spill holds no more than the timers pending (and a page): a thread
  * that arms and cancels while the cursor is held fills its log, then a
  * page of spill with stale entries, and then the calls place its timers
@@ -709,6 +750,7 @@ int main(void)
         cmocka_unit_test_setup(next_due_forgets_a_drained_log, t_setup),
         cmocka_unit_test_setup(a_full_log_spills_a_burst, t_setup),
         cmocka_unit_test_setup(a_spill_holds_no_more_than_the_pending, t_setup),
+        cmocka_unit_test_setup(a_spill_drains_pages_at_a_time, t_setup),
         cmocka_unit_test_setup(next_due_sees_spilled_timers, t_setup),
         cmocka_unit_test_setup(a_long_drain_gives_room_as_it_goes, t_setup),
         cmocka_unit_test_setup(near_timers_are_placed_by_the_call, t_setup),
