@@ -39,7 +39,9 @@
  * crossed a step of the table asks for it and wakes a sleeping cursor
  * (records_grew). Only when idle: a step can take milliseconds of page
  * zeroing on a VM, which must not delay a tick; a cursor busy every tick
- * leaves the faults to the producers, as before.
+ * leaves the faults to the producers, as before. A spill that holds
+ * entries (defer.c) comes first: its drain is what keeps the producers
+ * from placing their timers themselves.
  *
  * No lost wake-up: the cursor reads wake_seq, publishes wake_tick, then
  * re-scans the bitmaps and the logs' tails (all seq_cst); a producer marks

@@ -1337,8 +1337,9 @@ bool tw__defer_place(tw_service *s, uint64_t entry, uint64_t tick);
 /* The cursor: place the logged entries (false: out of memory, some kept);
  * `some`: a log's newest entries may stay while none is due soon. */
 bool tw__defer_drain(tw_service *s, bool some);
-/* The cursor: a spill holds entries, which the loop's drains take a page
- * at a time (defer.c): do not sleep. */
+/* The cursor: a spill holds entries, which the loop's drains take
+ * TW_SPILL_DRAIN_PAGES pages at a time (defer.c): do not sleep, and do not
+ * populate records ahead, until it is empty. */
 bool tw__defer_spilled(tw_service *s);
 /* The cursor: a lower bound on the ticks logged (UINT64_MAX: none), for
  * its plan and its look after publishing it. */
