@@ -114,6 +114,25 @@
  *                          197 at work=64, about 330 instructions, where
  *                          the misses no longer overlap: the chase row for
  *                          16 MiB is 168).
+ *   wl2_cancel records=N book=B
+ *                          WL2's cancel loop as twbench makes it, with
+ *                          nothing of a timer library around it: N records
+ *                          of 40 bytes and N handles (a generation above
+ *                          the index, the handle of the timer armed i-th in
+ *                          slot i), the handles read in a shuffled order (as
+ *                          twbench's h[perm[i]]: one random 8-byte read,
+ *                          then the record it names: two dependent misses),
+ *                          each an acquire load of the state word, the
+ *                          generation compared, a seq_cst CAS; N = 1,000,000
+ *                          and 10,000,000 as WL2 (100,000 and 1,000,000 with
+ *                          --quick). book=0 is that alone: the least any
+ *                          cancel through a handle pays. book=1 adds the
+ *                          least bookkeeping that keeps a freed record and
+ *                          the counts exact: the index stored into a
+ *                          thread's own 128-entry log and a thread-own count
+ *                          bumped, no handshake and no hand-over when the
+ *                          log fills. A design that answers each cancel
+ *                          exactly at the call cannot beat book=1.
  *   first_touch page=P     the first write to a page of fresh anonymous
  *                          memory, 4 KiB pages (ns a page) and, where
  *                          transparent huge pages may be asked for
@@ -180,6 +199,7 @@ typedef struct floor_sizes {
     uint64_t wake_gap_ns;                /* waker sleeps this long before each wake */
     uint32_t burst_timers;               /* records in burst_run's burst */
     uint32_t cas_records;                /* random_cas's table */
+    uint32_t wl2_records[2];             /* wl2_cancel's tables (WL2's sizes) */
     size_t evict_bytes;                  /* written before each burst_run repetition */
 } floor_sizes;
 
@@ -189,6 +209,7 @@ static const floor_sizes full_sizes = {
     .pingpong_hops = 1000000, .pingpong_limit_ns = 1 * SEC,
     .wakes = 2000, .wake_gap_ns = 200000,
     .burst_timers = 1000000, .evict_bytes = 64 * MIB, .cas_records = 1000000,
+    .wl2_records = { 1000000, 10000000 },
 };
 static const floor_sizes quick_sizes = {
     .reps = 3, .clock_calls = 200000, .rmw_ops = 500000, .chase_loads = 200000,
@@ -196,6 +217,7 @@ static const floor_sizes quick_sizes = {
     .pingpong_hops = 100000, .pingpong_limit_ns = SEC / 4,
     .wakes = 300, .wake_gap_ns = 200000,
     .burst_timers = 200000, .evict_bytes = 64 * MIB, .cas_records = 200000,
+    .wl2_records = { 100000, 1000000 },
 };
 
 _Static_assert(MAX_REPS >= 5, "full runs take 5 repetitions");
@@ -1246,6 +1268,107 @@ static void measure_random_cas(const floor_sizes *sz)
     free(t.order);
 }
 
+/* ---- 9. WL2's cancel loop, with and without bookkeeping ---------------------------- */
+
+#define WL2_GEN_SHIFT 32
+#define WL2_LOG 128u
+
+typedef struct wl2_table {
+    cas_record *recs;
+    uint64_t *handles;                /* generation << 32 | index */
+    uint32_t *order;                  /* the order the handles are read in */
+    uint32_t n;
+    uint32_t at;
+    uint32_t log_n;                   /* book=1: the thread's own log ... */
+    uint32_t log[WL2_LOG];
+    uint64_t count;                   /* ... and its count */
+} wl2_table;
+
+/* One op: the handle, its record, the generation check, the CAS. The CAS
+ * adds 1 below the generation, so every repetition finds it unchanged. */
+static inline bool wl2_cancel_one(wl2_table *t, uint32_t *idx)
+{
+    uint64_t h = t->handles[t->order[t->at]];
+    t->at = t->at + 1 == t->n ? 0 : t->at + 1;
+    *idx = (uint32_t)h;
+    _Atomic uint64_t *w = &t->recs[*idx].state;
+    uint64_t v = atomic_load_explicit(w, memory_order_acquire);
+    if ((v >> WL2_GEN_SHIFT) != (h >> WL2_GEN_SHIFT))
+        return false;
+    return atomic_compare_exchange_strong_explicit(w, &v, v + 1, memory_order_seq_cst,
+                                                   memory_order_acquire);
+}
+
+__attribute__((noinline)) static uint64_t loop_wl2_cancel(void *ctx, uint64_t n)
+{
+    wl2_table *t = ctx;
+    uint64_t won = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        uint32_t idx;
+        won += wl2_cancel_one(t, &idx);
+    }
+    return won;
+}
+
+__attribute__((noinline)) static uint64_t loop_wl2_cancel_book(void *ctx, uint64_t n)
+{
+    wl2_table *t = ctx;
+    uint64_t won = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        uint32_t idx;
+        if (wl2_cancel_one(t, &idx)) {
+            t->log[t->log_n++ & (WL2_LOG - 1)] = idx; /* wraps: no hand-over */
+            t->count++;
+            won++;
+        }
+    }
+    return won;
+}
+
+static void measure_wl2_cancel_size(uint32_t n, unsigned reps)
+{
+    wl2_table *t = calloc(1, sizeof *t);
+    if (!t)
+        die("out of memory for wl2_cancel");
+    t->n = n;
+    /* Huge pages where they may be asked for, as the library's record
+     * table asks (records.c): the floor is the best case. */
+    size_t rec_bytes = (size_t)n * sizeof *t->recs;
+    t->recs = mmap(NULL, rec_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (t->recs == MAP_FAILED)
+        die("out of memory for wl2_cancel");
+#ifdef MADV_HUGEPAGE
+    (void)madvise(t->recs, rec_bytes, MADV_HUGEPAGE); /* a hint; may do nothing */
+#endif
+    t->handles = malloc((size_t)n * sizeof *t->handles);
+    t->order = malloc((size_t)n * sizeof *t->order);
+    if (!t->recs || !t->handles || !t->order)
+        die("out of memory for wl2_cancel");
+    uint64_t seed = 11;
+    sattolo_shuffle(t->order, n, &seed);
+    for (uint32_t i = 0; i < n; i++) { /* every page resident before timing */
+        t->handles[i] = (uint64_t)1 << WL2_GEN_SHIFT | i;
+        atomic_store_explicit(&t->recs[i].state, (uint64_t)1 << WL2_GEN_SHIFT,
+                              memory_order_relaxed);
+    }
+    char name[64];
+    snprintf(name, sizeof name, "wl2_cancel records=%" PRIu32 " book=0", n);
+    print_floor(name, "ns_per_op", time_per_op(loop_wl2_cancel, t, n, reps), "ns");
+    snprintf(name, sizeof name, "wl2_cancel records=%" PRIu32 " book=1", n);
+    print_floor(name, "ns_per_op", time_per_op(loop_wl2_cancel_book, t, n, reps), "ns");
+    keep(t->count + t->log[0]);
+    munmap(t->recs, rec_bytes);
+    free(t->handles);
+    free(t->order);
+    free(t);
+}
+
+static void measure_wl2_cancel(const floor_sizes *sz)
+{
+    measure_wl2_cancel_size(sz->wl2_records[0], sz->reps);
+    measure_wl2_cancel_size(sz->wl2_records[1], sz->reps);
+}
+
 /* ---- main ------------------------------------------------------------------------ */
 
 static void usage(FILE *to)
@@ -1277,6 +1400,7 @@ int main(int argc, char **argv)
     measure_burst_run(sz);
     measure_first_touch(sz);
     measure_random_cas(sz);
+    measure_wl2_cancel(sz);
     fprintf(stderr, "twfloor: done in %.1f s (checksum %" PRIu64 ")\n",
             (double)(now_ns() - t0) / 1e9, atomic_load_explicit(&sink, memory_order_relaxed));
     return 0;
