@@ -43,12 +43,20 @@
  * entries (defer.c) comes first: its drain is what keeps the producers
  * from placing their timers themselves.
  *
- * No lost wake-up: the cursor reads wake_seq, publishes wake_tick, then
- * re-scans the bitmaps and the logs' tails (all seq_cst); a producer marks
- * its slot's bit, or publishes its log's tail, then reads wake_tick
- * (seq_cst). Either the re-scan sees the bit, or the
+ * No lost wake-up: the cursor reads wake_seq, publishes wake_tick, makes
+ * every thread execute a full barrier (tw__fence_heavy), then re-scans the
+ * bitmaps and the logs' tails (all seq_cst); a producer marks its slot's
+ * bit (a seq_cst RMW), or publishes its log's tail (release, then only a
+ * compiler barrier, tw__fence_light: defer.c), then reads wake_tick
+ * (seq_cst). Either the re-scan sees the bit or the tail, or the
  * producer sees the planned tick and, if it is earlier, lowers wake_tick by
- * CAS and bumps wake_seq, which makes the futex wait return at once.
+ * CAS and bumps wake_seq, which makes the futex wait return at once. The
+ * heavy fence is once per sleep of the cursor (a membarrier: 1.5-9 us on
+ * the AMD guest with another thread of the process running, and an
+ * interrupt of each CPU that runs one), where a fence of the appending
+ * producer's was one per logged arming (since 2026-11-29: the threads.c
+ * shape of a frequent and a rare side). A cursor with work every tick
+ * sleeps to the next tick without a plan, and without the fence.
  */
 #include "internal.h"
 
@@ -310,8 +318,11 @@ static void cursor_sleep(tw_service *s, uint64_t cur, uint64_t now)
         return;
     }
     /* Seq_cst: publish the plan, then look again for work placed meanwhile
-     * and for records asked for (may_prefault: see records_grew). */
+     * and for records asked for (may_prefault: see records_grew). The
+     * heavy fence between: an appending producer's side of the pairing is
+     * a compiler barrier only (see the top). */
     atomic_store_explicit(&s->wake_tick, w, memory_order_seq_cst);
+    tw__fence_heavy();
     uint64_t again = tw__wheel_next_work(s);
     if (plan_for_logs(s, w) < w)
         again = 0; /* logged since our look, before our plan: plan again */

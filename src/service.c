@@ -22,10 +22,12 @@
  * (records.c), never a plain write into a record someone else may own.
  *
  * Stop and in-flight producers, without waiting for them: a producer
- * publishes PENDING (seq_cst) and then re-reads the stop state (seq_cst);
- * tw_stop announces the stop (seq_cst) and then sweeps every record ever
- * handed out. Either the sweep sees the timer (and hands it to on_pending),
- * or the producer sees the stop and takes its timer back (TW_ESHUTDOWN).
+ * publishes PENDING (release, then tw__fence_light) and then re-reads the
+ * stop state (seq_cst); tw_stop announces the stop (seq_cst), makes every
+ * thread execute a full barrier (tw__fence_heavy: the asymmetric fences of
+ * threads.c) and then sweeps every record ever handed out. Either the
+ * sweep sees the timer (and hands it to on_pending), or the producer sees
+ * the stop and takes its timer back (TW_ESHUTDOWN).
  *
  * Statistics are striped per thread (TW_STRIPES cache lines), so the hot
  * paths never share a counter line across threads; a snapshot sums them.
@@ -830,9 +832,14 @@ static int schedule_deadline(tw_service *s, uint64_t deadline, uint64_t period,
     if (out)
         *out = h;
     TW_COUNT(s, armed, 1);
-    /* Seq_cst: publishes the record (release) and is the producer's store
-     * of the stop pairing (see top). */
-    atomic_store_explicit(&rec->state, st, memory_order_seq_cst);
+    /* Release: publishes the record. The store-load order of the stop
+     * pairing (see top) against schedule_commit's look at the stop comes
+     * from the asymmetric fence: tw_stop makes every thread execute a full
+     * barrier after its announcement (tw__fence_heavy, threads.c). A
+     * seq_cst store here was an exchange, a locked instruction on every
+     * arming for a call made once. */
+    atomic_store_explicit(&rec->state, st, memory_order_release);
+    tw__fence_light();
     rc = schedule_commit(s, rec, idx, st, deadline);
     if (rc != TW_OK) {
         if (out)
@@ -1545,8 +1552,11 @@ int tw_stop(tw_service *s, tw_callback on_pending)
         return TW_OK;
     }
     int held = tw__hold(s); /* on_pending runs inside it */
-    /* Seq_cst: the stop's half of the pairing with producers (see top). */
+    /* Seq_cst: the stop's half of the pairing with producers (see top);
+     * then every thread executes a full barrier (schedule_deadline's side
+     * is a compiler barrier only), before the sweep reads any record. */
     atomic_store_explicit(&s->stop_state, TW_STOPPING, memory_order_seq_cst);
+    tw__fence_heavy();
     tw__pool_stopping(s); /* runners waiting for a deadline give it up */
     tw__cursor_quit(s);
     pthread_mutex_lock(&s->drain_lock); /* waits out a running tw_advance */

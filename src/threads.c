@@ -41,26 +41,31 @@
  * another service, whose on_pending calls tw_cancel_sync): up to
  * TW_HOLDS services and the callback are published.
  *
- * Asymmetric fences. Two pairings between a runner (the thread that runs
- * callbacks) and a rare caller have the store-buffering shape, where each
- * side stores, then loads what the other stored, and both need a
- * store-load fence: the end of a run against a tw_cancel_sync or tw_stop
- * that waits for it (workers.c), and the start of a run against tw_pause
- * (pause.c). A fence on the runner's side is a locked instruction per
- * callback for a call made rarely, so the runner has only a compiler
- * barrier (tw__fence_light) and the rare side makes every running thread
- * of the process execute a full barrier, membarrier(MEMBARRIER_CMD_
- * PRIVATE_EXPEDITED) (tw__fence_heavy), which orders each runner's store
- * before its load as the rare side sees them. Where the kernel lacks it or
- * a sandbox refuses it, both sides fence for real. This is what liburcu's
- * membarrier flavour (urcu-memb) does for RCU readers; we use it for two
- * flags rather than through a read-side section, which would cost each
- * callback two calls into liburcu with its thread-local reader, and a
- * grace period that waits for every reader in the process, the
- * application's own included. ThreadSanitizer sees the flags as atomics;
- * what it cannot judge is the fences: tests/test_pause.c fails without the
- * gate, and a lost wake-up of a tw_cancel_sync waiter would cost it its
- * wait's 10 ms time-out, not the wait's end (workers.c).
+ * Asymmetric fences. Pairings between a frequent side and a rare caller
+ * have the store-buffering shape, where each side stores, then loads what
+ * the other stored, and both need a store-load fence: the end of a run
+ * against a tw_cancel_sync or tw_stop that waits for it (workers.c), the
+ * start of a run against tw_pause (pause.c), a magazine's use against the
+ * trimmer (records.c), and since 2026-11-29 two of every arming: its
+ * PENDING against tw_stop's announcement (service.c, schedule_deadline;
+ * a seq_cst exchange before), and a logged arming's tail against the
+ * cursor's plan before it sleeps (defer.c, cursor.c; a seq_cst fence
+ * before). A fence on the frequent side is a locked instruction (or an
+ * mfence) per callback or arming, for a call made rarely or a sleep of
+ * the cursor, so that side has only a compiler barrier (tw__fence_light)
+ * and the rare side makes every running thread of the process execute a
+ * full barrier, membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)
+ * (tw__fence_heavy), which orders each thread's store before its load as
+ * the rare side sees them. Where the kernel lacks it or a sandbox refuses
+ * it, both sides fence for real. This is what liburcu's membarrier flavour
+ * (urcu-memb) does for RCU readers; we use it for a few flags rather than
+ * through a read-side section, which would cost each callback two calls
+ * into liburcu with its thread-local reader, and a grace period that
+ * waits for every reader in the process, the application's own included.
+ * ThreadSanitizer sees the flags as atomics; what it cannot judge is the
+ * fences: tests/test_pause.c fails without the gate, and a lost wake-up of
+ * a tw_cancel_sync waiter would cost it its wait's 10 ms time-out, not the
+ * wait's end (workers.c).
  */
 #include "internal.h"
 
