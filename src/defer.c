@@ -53,8 +53,9 @@
  *     (tw__fence_light, a compiler barrier) reads wake_tick; the cursor
  *     publishes wake_tick (seq_cst), makes every thread execute a full
  *     barrier (tw__fence_heavy), then reads every tail (seq_cst) again.
- *     One sees the other. A thread that arms a trickle of timers thus wakes the cursor
- *     about once per TW_DEFER_AHEAD ticks' worth of them, not once each;
+ *     One sees the other. A thread that arms a trickle of timers thus
+ *     wakes the cursor about once per TW_DEFER_AHEAD ticks' worth of
+ *     them, not once each;
  *   - tw_next_due answers no later than a logged timer, and exactly: it
  *     reads each log's live entries between head and tail, and the drain
  *     advances the head (every DRAIN_GIVE entries, and at its end) only
@@ -91,11 +92,11 @@
  *     A refused owner asks again only after TW_SPILL_RETRY more armings
  *     (the sum over stripes is not read per arming);
  *   - the spill's entries follow the log's protocol: the tail publishes
- *     them, the fences (ours light, the cursor's heavy) then order it before
- *     the look at wake_tick, the
- *     cursor reads the spill pointer and tail seq_cst after publishing its
- *     plan, its bound is the least page bound between its head and tail,
- *     and tw_next_due reads its live entries (all of them: a reader
+ *     them, the fences (ours light, the cursor's heavy) then order it
+ *     before the look at wake_tick, the cursor reads the spill pointer
+ *     and tail seq_cst after publishing its plan, its bound is the least
+ *     page bound between its head and tail, and tw_next_due reads its
+ *     live entries (all of them: a reader
  *     during a burst pays for the burst's backlog, and a page given back
  *     under it reads as zeros, an entry that is never live);
  *   - entries are independent: the cursor drains the log, then the spill,

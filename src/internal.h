@@ -308,7 +308,7 @@ tw_periodic *tw__periodic(tw_records *r, uint32_t idx, bool make);
 /* A periodic timer's period (its side array exists: made at arming). */
 static inline uint64_t tw__period_of(tw_records *r, uint32_t idx)
 {
-    /* Relaxed: written before the arming's seq_cst publish, which every
+    /* Relaxed: written before the arming's release publish, which every
      * reader acquired through the state word. */
     return atomic_load_explicit(&tw__periodic(r, idx, false)->period, memory_order_relaxed);
 }

@@ -426,7 +426,7 @@ static int fresh_indexes(tw_records *r, uint32_t want, uint32_t *first, uint32_t
     /* Relaxed: written before the trimmer's seq_cst store we read above. */
     uint64_t gen = atomic_load_explicit(&r->chunk_gen[tw__rec_chunk(n)], memory_order_relaxed);
     for (uint32_t i = n; i < n + k; i++) {
-        /* Relaxed: ours until published PENDING (seq_cst) by the scheduler. */
+        /* Relaxed: ours until published PENDING (release) by the scheduler. */
         atomic_store_explicit(&tw__rec(r, i)->state, gen << TW_GEN_SHIFT,
                               memory_order_relaxed);
     }

@@ -819,10 +819,10 @@ static int schedule_deadline(tw_service *s, uint64_t deadline, uint64_t period,
             tw__budget_give(s);
             return TW_ENOMEM;
         }
-        /* Relaxed: published by the seq_cst store of the state below. */
+        /* Relaxed: published by the release store of the state below. */
         atomic_store_explicit(&p->period, period, memory_order_relaxed);
     }
-    /* Relaxed (cb, arg, deadline): published by the seq_cst store of the
+    /* Relaxed (cb, arg, deadline): published by the release store of the
      * state below. */
     atomic_store_explicit(&rec->cb, cb, memory_order_relaxed);
     atomic_store_explicit(&rec->arg, arg, memory_order_relaxed);
