@@ -80,9 +80,27 @@
  * to a second ring, its spill: TW_SPILL_LOG entries of address space
  * (mmap, MAP_NORESERVE) made on the first need, with a bound per
  * TW_SPILL_PAGE entries as the log has per page. The cursor drains it
- * after the log, and gives each page back (MADV_DONTNEED) once drained,
- * before it gives the page's room to the owner: the memory it holds is
- * the entries not yet drained, and a page. Its rules:
+ * after the log. Each page it drains it keeps, or gives back
+ * (MADV_DONTNEED), before it gives the page's room to the owner: kept
+ * while the pages kept since it last gave them back could hold no more
+ * entries than the timers pending, given back otherwise; and at each trim
+ * period (wheel.c, 1 s) that finds the spill empty, every page the owner
+ * may not be writing goes back (tw__defer_trim, give_kept_back). So the
+ * memory it holds is the entries not yet drained and a page, during a
+ * burst as much again at most, for the pending timers, and nothing a
+ * period or two after it. Why keep: a page's first write is a page
+ * fault, which on a virtual machine whose host takes freed memory back
+ * costs 13 us a 4 KiB page (twfloor first_touch; 1.2 us when backed),
+ * and a burst longer than the ring (4M entries) writes its pages again:
+ * WL2 10M's schedules 1.32x (defaults) and 1.16x (configured), 1M's
+ * 1.11x and 1.06x, medians of farm-bench pairs of twbench against
+ * d9764bf, 2026-11-29 (bytes a timer 1.14x-1.24x: the kept pages are
+ * still there when WL2 reads the resident set). Why not at once when a
+ * drain empties it: a cursor that keeps pace empties it again and again
+ * during a burst, and the pages it gave back were written anew. Why not a
+ * smaller ring, which comes round sooner to its kept pages: at 2^20
+ * entries a burst's backlog met refusals, and its arming thread placed
+ * the rest itself (WL2 10M configured 0.84x). Its rules:
  *   - the owner opens a page of the spill only while the spill holds no
  *     more entries than the timers pending (tw__pending, read once a page:
  *     every spilled entry was a pending timer when armed), so it holds at
@@ -99,6 +117,11 @@
  *     live entries (all of them: a reader
  *     during a burst pays for the burst's backlog, and a page given back
  *     under it reads as zeros, an entry that is never live);
+ *   - the cursor gives kept pages back only beyond the owner's open page:
+ *     it raises `giving` and then reads open_until; the owner stores
+ *     open_until when it opens a page and then reads `giving` (both
+ *     seq_cst), and opens none while it is up (it places that timer
+ *     itself). One sees the other;
  *   - entries are independent: the cursor drains the log, then the spill,
  *     and the order between them matters to nobody.
  *
@@ -206,7 +229,9 @@ static tw_defer_spill *spill_make(tw_defer_log *d)
         return NULL;
     }
     p->e = e;
-    p->open_until = 0;
+    atomic_init(&p->open_until, 0);
+    atomic_init(&p->giving, 0);
+    p->kept = 0;
     atomic_init(&p->tail, 0);
     atomic_init(&p->head, 0);
     for (uint32_t i = 0; i < TW_SPILL_BOUNDS; i++)
@@ -225,7 +250,8 @@ static tw_defer_spill *spill_room(tw_service *s, tw_defer_log *d)
     tw_defer_spill *p = atomic_load_explicit(&d->spill, memory_order_relaxed);
     /* Relaxed: the owner's own position. */
     uint32_t t = p ? atomic_load_explicit(&p->tail, memory_order_relaxed) : 0;
-    if (p && t != p->open_until)
+    /* Relaxed: the owner's own word (the cursor only reads it). */
+    if (p && t != atomic_load_explicit(&p->open_until, memory_order_relaxed))
         return p; /* inside a page it opened */
     if (d->spill_retry > 0) {
         d->spill_retry--;
@@ -243,9 +269,21 @@ static tw_defer_spill *spill_room(tw_service *s, tw_defer_log *d)
         tw__count_rare(s, TW_RARE_SPILL_REFUSED);
         return NULL;
     }
-    tw__count_rare(s, TW_RARE_SPILL_OPENED);
     d->spill_retry = 0;
-    p->open_until = t + TW_SPILL_PAGE;
+    /* Seq_cst, the page's opening and then the look at `giving`: against
+     * the cursor's flag and then its look at open_until (give_kept_back).
+     * Either it sees the page open and leaves it, or we see it giving
+     * pages back and open none now: we place this timer ourselves, and
+     * the next arming asks again. Relaxed, the undo: the cursor gives
+     * back from the open_until it read, the new one (our page is left
+     * alone) or the old one (we do not write there until a later open
+     * sees its flag down, after its madvise). */
+    atomic_store_explicit(&p->open_until, t + TW_SPILL_PAGE, memory_order_seq_cst);
+    if (atomic_load_explicit(&p->giving, memory_order_seq_cst)) {
+        atomic_store_explicit(&p->open_until, t, memory_order_relaxed);
+        return NULL;
+    }
+    tw__count_rare(s, TW_RARE_SPILL_OPENED);
     return p;
 }
 
@@ -353,14 +391,50 @@ static void give_room_early(tw_service *s, const ring *r, uint32_t k)
         hook(s);
 }
 
-/* The spill's page that ends at position k is drained: its memory goes
- * back, then its room (so the owner never writes into a page being given
- * back: it writes there only past the head we store after). */
-static void give_spill_page(const ring *r, uint32_t k)
+/* The spill's page that ends at position k is drained: its memory is
+ * kept, or goes back, then its room (so the owner never writes into a
+ * page being given back: it writes there only past the head we store
+ * after). Kept while the pages kept since the last give-back could hold
+ * no more entries than the timers pending (read once a page). */
+static void give_spill_page(tw_service *s, tw_defer_spill *p, const ring *r, uint32_t k)
 {
-    tw_defer_entry *first = &r->e[(k - r->page) % r->size];
-    (void)madvise(first, (size_t)r->page * sizeof *first, MADV_DONTNEED);
+    if ((uint64_t)(p->kept + 1) * r->page <= tw__pending(s)) {
+        p->kept++;
+    } else {
+        tw_defer_entry *first = &r->e[(k - r->page) % r->size];
+        (void)madvise(first, (size_t)r->page * sizeof *first, MADV_DONTNEED);
+    }
     give_room(r, k);
+}
+
+/* Give back the memory of spill positions [from, to) (whole pages; at
+ * most the ring's size), wrapping at the ring's end. */
+static void give_positions(tw_defer_spill *p, uint32_t from, uint32_t to)
+{
+    uint32_t n = to - from, at = from % TW_SPILL_LOG;
+    uint32_t first = n < TW_SPILL_LOG - at ? n : TW_SPILL_LOG - at;
+    (void)madvise(&p->e[at], (size_t)first * sizeof *p->e, MADV_DONTNEED);
+    if (n > first)
+        (void)madvise(p->e, (size_t)(n - first) * sizeof *p->e, MADV_DONTNEED);
+}
+
+/* The spill is drained empty up to head h: give back every page its
+ * owner may not be writing, the kept ones among them. The owner writes
+ * only below open_until (a page it opened) until it opens the next one,
+ * and spill_room opens none while `giving` is up; positions from there
+ * round to the drained page before h's are free. */
+static void give_kept_back(tw_defer_spill *p, uint32_t h)
+{
+    /* Seq_cst, the flag and then the look at open_until: see spill_room. */
+    atomic_store_explicit(&p->giving, 1, memory_order_seq_cst);
+    uint32_t from = atomic_load_explicit(&p->open_until, memory_order_seq_cst);
+    uint32_t to = (h + TW_SPILL_LOG) & ~(TW_SPILL_PAGE - 1);
+    if (to - from <= TW_SPILL_LOG)
+        give_positions(p, from, to);
+    /* Release: an owner that reads the flag down (seq_cst) sees our
+     * madvise done before it writes there. */
+    atomic_store_explicit(&p->giving, 0, memory_order_release);
+    p->kept = 0;
 }
 
 /* Page numbers wrap with the positions (2^32 / page of them); the bound of
@@ -408,12 +482,12 @@ static uint64_t pages_bound(const ring *r, uint32_t h, uint32_t t)
  * *stale. Gives room as it goes: every DRAIN_GIVE entries in a log, and
  * in a spill at each page's end, after giving the page back. */
 static uint32_t drain_ring(tw_service *s, const ring *r, uint32_t h, uint32_t t,
-                           bool spill, uint32_t *stale)
+                           tw_defer_spill *spill, uint32_t *stale)
 {
     uint32_t k;
     for (k = h; k != t; k++) {
         if (k != h && spill && k % r->page == 0)
-            give_spill_page(r, k);
+            give_spill_page(s, spill, r, k);
         else if (k != h && !spill && (k - h) % DRAIN_GIVE == 0)
             give_room_early(s, r, k);
         if (t - k > DRAIN_AHEAD)
@@ -431,7 +505,7 @@ static uint32_t drain_ring(tw_service *s, const ring *r, uint32_t h, uint32_t t,
     /* A drain that ends on a spill's page boundary gives that page back
      * too: the next one starts there, and would not. */
     if (k != h && spill && k % r->page == 0)
-        give_spill_page(r, k);
+        give_spill_page(s, spill, r, k);
     else
         give_room(r, k);
     return k;
@@ -487,7 +561,7 @@ static bool drain_log(tw_service *s, tw_defer_log *d, bool some)
             t = t - h > TW_DEFER_KEEP ? t - TW_DEFER_KEEP : h;
     }
     uint32_t stale = 0;
-    uint32_t k = drain_ring(s, &r, h, t, false, &stale);
+    uint32_t k = drain_ring(s, &r, h, t, NULL, &stale);
     if (k - h >= KEEP_JUDGE)
         atomic_store_explicit(&d->keep, 2 * stale >= k - h, memory_order_relaxed);
     if (k != t)
@@ -503,7 +577,7 @@ static bool drain_log(tw_service *s, tw_defer_log *d, bool some)
     uint32_t most = TW_SPILL_DRAIN_PAGES * TW_SPILL_PAGE - h % TW_SPILL_PAGE;
     if (some && t - h > most)
         t = h + most; /* to a page's end */
-    return drain_ring(s, &sr, h, t, true, &stale) == t;
+    return drain_ring(s, &sr, h, t, p, &stale) == t;
 }
 
 /* Stripe i's log, or NULL if its owners never logged a timer. */
@@ -648,6 +722,40 @@ static uint64_t earliest_live(tw_service *s, tw_defer_log *d)
 uint64_t tw__defer_next_due(tw_service *s)
 {
     return least_over_logs(s, earliest_live);
+}
+
+/* Log d's spill, if it has pages kept. */
+static tw_defer_spill *spill_keeping(tw_defer_log *d)
+{
+    /* Acquire: the spill as its owner made it. */
+    tw_defer_spill *p = atomic_load_explicit(&d->spill, memory_order_acquire);
+    return p && p->kept ? p : NULL;
+}
+
+void tw__defer_trim(tw_service *s)
+{
+    for (uint32_t i = 0; i < TW_OWNED_STRIPES; i++) {
+        tw_defer_log *d = log_of(s, i);
+        tw_defer_spill *p = d ? spill_keeping(d) : NULL;
+        if (!p)
+            continue;
+        /* Relaxed: the head is ours. Acquire: the tail, as a drain reads
+         * it; an append after this look is below open_until, which
+         * give_kept_back leaves alone. */
+        uint32_t h = atomic_load_explicit(&p->head, memory_order_relaxed);
+        if (h == atomic_load_explicit(&p->tail, memory_order_acquire))
+            give_kept_back(p, h);
+    }
+}
+
+bool tw__defer_keeps(tw_service *s)
+{
+    for (uint32_t i = 0; i < TW_OWNED_STRIPES; i++) {
+        tw_defer_log *d = log_of(s, i);
+        if (d && spill_keeping(d))
+            return true;
+    }
+    return false;
 }
 
 void tw__defer_fini(tw_service *s)

@@ -1307,8 +1307,10 @@ typedef struct tw_defer_entry {
 /* A log's spill (defer.c): where a full log's owner appends while a burst
  * outruns the cursor, as long as the spill holds no more than the timers
  * pending (one page over at most). Its entries are address space reserved
- * at once and backed as they are written; the cursor gives each page back
- * once it has drained it. */
+ * at once and backed as they are written; the cursor keeps a page it
+ * drained while the pages kept could hold no more than the timers
+ * pending, gives it back otherwise, and gives every page back at a trim
+ * period that finds the spill empty. */
 #define TW_SPILL_LOG    (1u << 22) /* entries (64 MiB of address space) */
 #define TW_SPILL_PAGE   (1u << 14) /* entries under one bound, given back together (256 KiB) */
 #define TW_SPILL_BOUNDS 512u       /* more than the pages a full spill spans */
@@ -1316,9 +1318,13 @@ typedef struct tw_defer_entry {
 #define TW_SPILL_DRAIN_PAGES 8u    /* pages a loop's drain takes at most (defer.c) */
 typedef struct tw_defer_spill {
     _Atomic uint32_t tail TW_ALIGNED; /* the owner's */
-    uint32_t open_until;              /* the owner's: positions below it may be written */
+    /* The owner's: positions below it may be written. The cursor reads it
+     * to give kept pages back (defer.c). */
+    _Atomic uint32_t open_until;
     _Atomic uint64_t bound[TW_SPILL_BOUNDS]; /* the owner's, as a log's */
     _Atomic uint32_t head TW_ALIGNED; /* the cursor's */
+    _Atomic uint32_t giving;          /* the cursor's: it gives kept pages back */
+    uint32_t kept;                    /* the cursor's: pages kept since its last give-back */
     tw_defer_entry *e;                /* TW_SPILL_LOG entries (mmap, MAP_NORESERVE) */
 } tw_defer_spill;
 typedef struct tw_defer_log {
@@ -1337,6 +1343,11 @@ bool tw__defer_place(tw_service *s, uint64_t entry, uint64_t tick);
 /* The cursor: place the logged entries (false: out of memory, some kept);
  * `some`: a log's newest entries may stay while none is due soon. */
 bool tw__defer_drain(tw_service *s, bool some);
+/* The cursor, once a trim period: give back the kept pages of every
+ * spill that is empty (defer.c); and whether any spill keeps pages, so
+ * that an idle cursor comes back for them. */
+void tw__defer_trim(tw_service *s);
+bool tw__defer_keeps(tw_service *s);
 /* The cursor: a spill holds entries, which the loop's drains take
  * TW_SPILL_DRAIN_PAGES pages at a time (defer.c): do not sleep, and do not
  * populate records ahead, until it is empty. */

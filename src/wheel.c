@@ -1540,6 +1540,7 @@ void tw__wheel_trim(tw_service *s, uint64_t now)
         tw__vec_trim(lists[i]);
     tw__pool_trim(s);
     tw__rec_trim(&s->rec, tw__pending(s));
+    tw__defer_trim(s);
     give_back_strays(s);
 }
 
@@ -1553,6 +1554,7 @@ bool tw__wheel_trim_due(tw_service *s, uint64_t *at)
      * mark made after this look comes with a placement, which wakes the
      * cursor, or is seen at its next loop. */
     bool above = tw__pool_above_keep(s) || tw__rec_may_trim(&s->rec, tw__pending(s)) ||
+                 tw__defer_keeps(s) ||
                  atomic_load_explicit(&w->strays[(size_t)w->levels * w->occ_words],
                                       memory_order_relaxed) != 0;
     for (size_t i = 0; i < sizeof lists / sizeof lists[0] && !above; i++)
