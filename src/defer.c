@@ -659,14 +659,20 @@ static uint64_t log_bound(tw_service *s, tw_defer_log *d)
     return bound;
 }
 
-bool tw__defer_spilled(tw_service *s)
+/* Whether f holds for one of the logs there are. */
+static bool any_log(tw_service *s, bool (*f)(tw_defer_log *))
 {
     for (uint32_t i = 0; i < TW_OWNED_STRIPES; i++) {
         tw_defer_log *d = log_of(s, i);
-        if (d && spill_left(d))
+        if (d && f(d))
             return true;
     }
     return false;
+}
+
+bool tw__defer_spilled(tw_service *s)
+{
+    return any_log(s, spill_left);
 }
 
 uint64_t tw__defer_bound(tw_service *s)
@@ -748,14 +754,14 @@ void tw__defer_trim(tw_service *s)
     }
 }
 
+static bool keeps_pages(tw_defer_log *d)
+{
+    return spill_keeping(d) != NULL;
+}
+
 bool tw__defer_keeps(tw_service *s)
 {
-    for (uint32_t i = 0; i < TW_OWNED_STRIPES; i++) {
-        tw_defer_log *d = log_of(s, i);
-        if (d && spill_keeping(d))
-            return true;
-    }
-    return false;
+    return any_log(s, keeps_pages);
 }
 
 void tw__defer_fini(tw_service *s)
