@@ -11,7 +11,9 @@
 # offline: GOPROXY=off, standard library only, into build/bench/go), and runs
 # every workload, one fresh process per implementation and workload (WL1,
 # WL1b and WL3 three times each, WL2, WL5 and WL6 in three rounds that take
-# every implementation in turn: min/median/max), against:
+# every implementation in turn: min/median/max; each WL2 process after
+# twwarm, bench/warm.c, which touches and frees more memory than it takes),
+# against:
 #
 #   timerwheel      this library with defaults (4096 slots per level, no cap)
 #   timerwheel-cfg  this library configured for the workload: 1024 slots per
@@ -60,7 +62,7 @@ for a in "$@"; do
   case $a in
     --quick) QUICK=--quick ;;
     --no-install) INSTALL= ;;
-    -h|--help) sed -n '2,45p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,47p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown option $a" >&2; exit 2 ;;
   esac
 done
@@ -108,11 +110,12 @@ mkdir -p "$BUILD_DIR/logs"
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DTW_BUILD_BENCH=ON \
   -DTW_BUILD_TESTS=OFF -DTW_BUILD_STRESS=OFF -DTW_BUILD_EXAMPLES=OFF \
   >"$BUILD_DIR/logs/cmake.log" 2>&1 || { cat "$BUILD_DIR/logs/cmake.log" >&2; exit 1; }
-cmake --build "$BUILD_DIR" --target twbench twfloor beside -j "$(nproc)" \
+cmake --build "$BUILD_DIR" --target twbench twfloor beside twwarm -j "$(nproc)" \
   >"$BUILD_DIR/logs/build.log" 2>&1 || { cat "$BUILD_DIR/logs/build.log" >&2; exit 1; }
 TWBENCH=$BUILD_DIR/bench/twbench
 TWFLOOR=$BUILD_DIR/bench/twfloor
 TWBESIDE=$BUILD_DIR/bench/beside
+TWWARM=$BUILD_DIR/bench/twwarm
 
 NETTY_JAR=
 for j in /usr/share/java/netty-common.jar /usr/share/java/netty-common-*.jar /usr/share/java/netty-all.jar; do
@@ -176,11 +179,25 @@ run() {
   fi
 }
 
+# run_wl2 IMPL N: WL2 at size N in a process that starts on memory the host
+# backs. This guest returns freed memory to the host a few seconds after it
+# is freed (virtio-balloon free page reporting), and the first large
+# allocation after that pays the host's fault on every page: the same
+# timerwheel binary armed 10M timers at 11.7-15.7M/s after 8 s idle and at
+# 32-34M/s right after twwarm (2026-11-29; the heap's 14.7-16.1M either
+# way). Without it a column's figure hung on what ran before it. twwarm
+# (bench/warm.c) touches and frees 300 bytes a timer, more than any column
+# takes (libevent, the largest, 216), before every WL2 process alike.
+run_wl2() {
+  "$TWWARM" $(($2 * 300)) || echo "run.sh: twwarm failed; WL2 impl=$1 N=$2 runs unwarmed" >&2
+  run "$1" 2 --n "$2"
+}
+
 for wl in $WLS; do
   for impl in $IMPLS; do
     case $wl in
       1|1b|3) run "$impl" "$wl" --repeat 3 ;;
-      2) for n in $WL2_NS; do run "$impl" 2 --n "$n"; done ;;
+      2) for n in $WL2_NS; do run_wl2 "$impl" "$n"; done ;;
       *) run "$impl" "$wl" ;;
     esac
   done
@@ -199,7 +216,7 @@ done
 for round in 2 3; do
   for wl in $WLS; do
     case $wl in
-      2) for impl in $IMPLS; do for n in $WL2_NS; do run "$impl" 2 --n "$n"; done; done ;;
+      2) for impl in $IMPLS; do for n in $WL2_NS; do run_wl2 "$impl" "$n"; done; done ;;
       5|6) for impl in $IMPLS; do run "$impl" "$wl"; done ;;
     esac
   done
