@@ -37,7 +37,11 @@
  *     a placement stalled as long, never early;
  *   - an entry is a placement as any other (its tag names the record's
  *     placement): cancelled, superseded or reused records make it stale,
- *     and the drain drops a stale entry without placing it;
+ *     and the drain drops a stale entry without placing it. While the
+ *     log's drains find most entries stale (keep), its owner's cancels
+ *     clear their timers' entries to 0 (tw__defer_stale_entry), which the
+ *     drain drops without reading the record: its look took the record's
+ *     line from the owner's core, which the owner's next write took back;
  *   - the loop's drains leave a log's newest TW_DEFER_KEEP entries in it
  *     while the log's bound is more than 2 TW_DEFER_AHEAD ticks past the
  *     cursor (drain_log says why); every other drain takes the whole log.
@@ -287,7 +291,7 @@ static tw_defer_spill *spill_room(tw_service *s, tw_defer_log *d)
     return p;
 }
 
-bool tw__defer_place(tw_service *s, uint64_t entry, uint64_t tick)
+bool tw__defer_place(tw_service *s, tw_record *rec, uint64_t entry, uint64_t tick)
 {
     if (s->cfg.clock != TW_CLOCK_MONOTONIC)
         return false;
@@ -307,10 +311,13 @@ bool tw__defer_place(tw_service *s, uint64_t entry, uint64_t tick)
     if (t - h < TW_DEFER_LOG) {
         ring r = log_ring(d);
         ring_append(&r, t, entry, tick);
+        /* Relaxed: a hint for our own cancel (tw__defer_forget). */
+        atomic_store_explicit(&rec->logged, t, memory_order_relaxed);
         /* Relaxed: a hint for when to wake the cursor. A log whose drains
          * leave its newest TW_DEFER_KEEP entries wakes it that much later,
          * so that each drain still takes half a log. */
         bool keeps = atomic_load_explicit(&d->keep, memory_order_relaxed);
+        tw__defer_forgets = keeps; /* our cancels clear their entries (internal.h) */
         urgent = t + 1 - h == TW_DEFER_LOG / 2 + (keeps ? TW_DEFER_KEEP : 0);
     } else {
         tw_defer_spill *p = spill_room(s, d);
@@ -337,9 +344,15 @@ bool tw__defer_place(tw_service *s, uint64_t entry, uint64_t tick)
     return true;
 }
 
+/* Our log's last drain found most entries stale, as ring_append last
+ * read it: our cancels clear their entries (tw__defer_stale_entry). */
+TW_TLS bool tw__defer_forgets;
+
 /* The record's entry v is still its current placement. */
 static bool entry_current(tw_service *s, uint64_t v)
 {
+    if (!(v & TW_ENTRY_VALUE))
+        return false; /* cleared by its owner's cancel (tw__defer_forget) */
     tw_record *rec = tw__rec(&s->rec, (uint32_t)v);
     if (!rec)
         return false;
@@ -357,7 +370,7 @@ static void prefetch_entry_record(tw_service *s, const ring *r, uint32_t k)
 {
     /* Relaxed: published by the tail we acquired (k is below it). */
     uint64_t v = atomic_load_explicit(&r->e[k % r->size].entry, memory_order_relaxed);
-    tw_record *rec = tw__rec(&s->rec, (uint32_t)v);
+    tw_record *rec = v & TW_ENTRY_VALUE ? tw__rec(&s->rec, (uint32_t)v) : NULL;
     if (rec)
         __builtin_prefetch(rec, 0, 3);
 }

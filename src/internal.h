@@ -173,9 +173,17 @@ static inline uint64_t tw__with_st(uint64_t w, uint32_t st)
  * Why a word of its own, not bits of the state word: the state word has
  * none to spare (a 32-bit generation, a 24-bit version against ABA, the
  * flags), and a tag of a few bits repeats after a few hundred moves, which
- * a peer choosing the pattern can time. */
+ * a peer choosing the pattern can time.
+ *
+ * The order of the fields: state, seq and logged first, the words a
+ * cancel and the cursor's drain read; at a 40-byte stride their 16 bytes
+ * share one cache line in 7 records of 8 (the other fields in 4 of 8). */
 typedef struct tw_record {
     _Atomic uint64_t state;    /* see above; changes by CAS only (or by its owner) */
+    _Atomic uint32_t seq;      /* placement sequence; written by lease holders only */
+    _Atomic uint32_t logged;   /* the position in its arming thread's log of its last
+                                  logged entry (defer.c, tw__defer_forget): a hint,
+                                  written by the arming thread */
     _Atomic uint64_t deadline; /* live: ns since the service's origin, written by
                                   the owner (scheduler, lease holder, re-arming
                                   runner). FREE: the free-list link (index + 1,
@@ -186,8 +194,6 @@ typedef struct tw_record {
                                   stop sweep reads arg (service.c) */
     _Atomic(void *) arg;       /* as cb; atomic for the stop sweep, which reads
                                   it before its CAS decides (service.c) */
-    _Atomic uint32_t seq;      /* placement sequence; written by lease holders only */
-    uint32_t unused;
 } tw_record;
 _Static_assert(sizeof(tw_record) == 40, "a record is 40 bytes");
 
@@ -1338,8 +1344,8 @@ typedef struct tw_defer_log {
     _Atomic bool keep; /* the cursor's: its last drain found most entries stale */
     tw_defer_entry e[TW_DEFER_LOG] TW_ALIGNED;
 } tw_defer_log;
-/* Log the entry instead of placing it (false: place it now). */
-bool tw__defer_place(tw_service *s, uint64_t entry, uint64_t tick);
+/* Log the entry of rec instead of placing it (false: place it now). */
+bool tw__defer_place(tw_service *s, tw_record *rec, uint64_t entry, uint64_t tick);
 /* The cursor: place the logged entries (false: out of memory, some kept);
  * `some`: a log's newest entries may stay while none is due soon. */
 bool tw__defer_drain(tw_service *s, bool some);
@@ -1358,6 +1364,61 @@ uint64_t tw__defer_bound(tw_service *s);
 /* tw_next_due: the earliest tick of a pending timer that is in a log
  * (UINT64_MAX: none); read before the wheel. */
 uint64_t tw__defer_next_due(tw_service *s);
+
+/* A cancel by the owner of stripe `mine` that took record idx from
+ * PENDING to FREE: the entry of its log to clear (NULL: none), where the record's last logged arming put an entry of idx,
+ * so that the cursor's drain passes it by without reading the record.
+ *
+ * Why: the drain's look at a record (is this entry still its placement?)
+ * took the record's line to the cursor's core, and the owner's next write
+ * there (the cancel's CAS, the re-arming of the reused record) had to take
+ * it back. WL1, each timer cancelled 1024 armings after its arming, sent
+ * every record across that way: a cancel waited 50-60% of the producer's
+ * time on it when the host made a hand-off between the two vCPUs slow
+ * (WL1 P=1 at 22-25M against 45-55M, and 50-55M with the process on one
+ * CPU; perf, AMD guest, 2026-11-29).
+ *
+ * Why it is safe without the tag: only we append to our log, and once the
+ * CAS wins, idx is FREE and in our hands, so any entry of idx in it is a
+ * placement of a life that has ended: stale, which the drain would have
+ * dropped. The cursor and tw_next_due read the entry as the old value or
+ * as 0 (no timer's: TW_ENTRY_VALUE), both right. The position is a hint:
+ * another thread's log, a position the ring has since reused, or an
+ * arming placed directly leave an entry of another index there, and
+ * nothing is done.
+ *
+ * Why only while tw__defer_forgets: the loads follow the CAS, which waits
+ * for the record's line, and what follows it delays the next cancel's miss
+ * (tw_cancel's common path is a leaf for the same reason, service.c).
+ * WL2's cancels, in random order long after their armings, took 77 to
+ * 82.5 ns a cancel with the look here on every cancel (medians of 12
+ * processes each, 1M pending, 2026-11-29). tw__defer_forgets is up while
+ * the cursor's last drain of the thread's log found most of its entries
+ * stale (the log's keep, defer.c): cancels then come before the drain,
+ * as in WL1, and the look pays. Loaded before the CAS instead, the look
+ * needed two registers saved, and was slower still. */
+extern TW_TLS bool tw__defer_forgets;
+static inline _Atomic uint64_t *tw__defer_stale_entry(tw_service *s, uint32_t mine,
+                                                      const tw_record *rec, uint32_t idx)
+{
+    if (__builtin_expect(!tw__defer_forgets, 1))
+        return NULL;
+    /* Relaxed: the stripe's owner stored it (defer.c, my_log). */
+    tw_defer_log *d = atomic_load_explicit(&s->defer[mine], memory_order_relaxed);
+    if (!d)
+        return NULL;
+    /* Relaxed: a hint (above); when it is ours, we wrote it. */
+    uint32_t pos = atomic_load_explicit(&((tw_record *)rec)->logged, memory_order_relaxed);
+    /* Relaxed: we are the tail's only writer. Only our last TW_DEFER_LOG
+     * appends are still in the ring: an older position is not looked at
+     * (WL2's cancels, long after their armings, would each load a line of
+     * the log for nothing). */
+    if (atomic_load_explicit(&d->tail, memory_order_relaxed) - pos - 1 >= TW_DEFER_LOG)
+        return NULL;
+    _Atomic uint64_t *e = &d->e[pos % TW_DEFER_LOG].entry;
+    /* Relaxed: we are the entry's only writer. */
+    return (uint32_t)atomic_load_explicit(e, memory_order_relaxed) == idx ? e : NULL;
+}
 void tw__defer_fini(tw_service *s);
 
 /* This thread's stripe. Up to TW_OWNED_STRIPES threads at a time each own

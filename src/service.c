@@ -787,7 +787,7 @@ static int schedule_commit(tw_service *s, tw_record *rec, uint32_t idx, uint64_t
      * *out) may have bumped seq, then this entry is superseded at once. */
     uint64_t entry = tw__entry(tw__rec_tag(rec, st), idx);
     uint64_t tick = tw__tick_of(s, deadline);
-    if (tw__defer_place(s, entry, tick))
+    if (tw__defer_place(s, rec, entry, tick))
         return TW_OK; /* the cursor places it (defer.c) */
     if (tw__place(s, entry, tick) != TW_OK)
         return take_back(s, rec, idx, st) ? TW_ENOMEM : TW_OK;
@@ -999,11 +999,15 @@ static int cancel_record(tw_service *s, tw_record *rec, tw_timer t)
  * the defaults, 1.01x configured, medians of 9 farm-bench pairs of twbench
  * against 981364e; 7-8% both ways in a loop of tw_cancel alone,
  * 2026-11-29). */
-static inline bool cancel_freed(tw_service *s, uint32_t idx)
+static inline bool cancel_freed(tw_service *s, const tw_record *rec, uint32_t idx)
 {
     if (__builtin_expect(!tw__stripe_owned, 0))
         return false;
     uint32_t mine = tw__stripe_mine;
+    _Atomic uint64_t *stale = tw__defer_stale_entry(s, mine, rec, idx);
+    /* Relaxed: its readers take either value (tw__defer_stale_entry). */
+    if (stale)
+        atomic_store_explicit(stale, 0, memory_order_relaxed);
     tw_magazine *m = tw__mag_enter_mine(&s->rec, mine);
     if (__builtin_expect(!m || m->n >= TW_MAGAZINE, 0)) {
         tw__mag_leave(m);
@@ -1046,7 +1050,7 @@ int tw_cancel(tw_service *s, tw_timer t)
         if (__builtin_expect(atomic_compare_exchange_strong_explicit(
                                  &rec->state, &st, tw__rec_free_state(st),
                                  memory_order_seq_cst, memory_order_acquire), 1)) {
-            if (__builtin_expect(!cancel_freed(s, tw__handle_idx(t)), 0))
+            if (__builtin_expect(!cancel_freed(s, rec, tw__handle_idx(t)), 0))
                 cancel_freed_rest(s, tw__handle_idx(t));
             return TW_OK;
         }

@@ -112,16 +112,32 @@ static void cancel_each(tw_service *s, tw_timer *h, int n, int first, int step)
  * stale): a page of it (TW_DEFER_PAGE) of far timers, cancelled, but the
  * last, due in 20 ms, which the cursor places in the drain that looks at
  * them all, and which fires. The page's bound, that timer's tick, is then
- * behind the log's head: it holds no later entry down. */
+ * behind the log's head: it holds no later entry down. On a service
+ * without workers the cursor is held meanwhile: a drain between the
+ * armings and their cancels (a slow run, ThreadSanitizer) would find them
+ * live and place them. */
+static _Atomic int soon_ran;
+
+static void note_soon_ran(tw_timer t, void *arg)
+{
+    (void)t;
+    (void)arg;
+    atomic_store(&soon_ran, 1);
+}
+
 static void log_mostly_stale(tw_service *s)
 {
     enum { N = TW_DEFER_PAGE - 1 };
     static tw_timer h[N];
+    gate g;
+    hold_cursor(s, &g);
     arm_far(s, h, N);
     cancel_each(s, h, N, 0, 1);
-    uint64_t fired = t_fired(s);
-    ASSERT_RC(tw_schedule(s, 20 * T_MS, t_noop, NULL, NULL), TW_OK);
-    assert_int_equal(wait_for(s, t_fired, fired + 1), fired + 1);
+    atomic_store(&soon_ran, 0);
+    ASSERT_RC(tw_schedule(s, 20 * T_MS, note_soon_ran, NULL, NULL), TW_OK);
+    release_cursor(&g);
+    assert_true(wait_flag(&soon_ran, 10));
+    assert_true(atomic_load(&atomic_load(&s->defer[tw__stripe_mine])->keep));
 }
 
 /* Far timers wait in the log (nothing reserved in the wheel) until the
@@ -168,6 +184,119 @@ static void only_live_logged_timers_are_placed(void **state)
     assert_int_equal(st.pending, 0);
     assert_int_equal(st.cancelled, N + M);
     tw_destroy(s);
+}
+
+/* The calling thread's log, and the entry at position pos of it. */
+static tw_defer_log *my_log(tw_service *s)
+{
+    return atomic_load(&s->defer[tw__stripe_mine]);
+}
+
+static uint64_t log_entry(tw_defer_log *d, uint32_t pos)
+{
+    return atomic_load(&d->e[pos % TW_DEFER_LOG].entry);
+}
+
+/* A service whose thread's log has most entries stale (log_mostly_stale),
+ * its cursor held, and n far timers then logged at positions *t0 on of
+ * the log *d. */
+static tw_service *held_after_stale(gate *g, tw_timer *h, int n, tw_defer_log **d,
+                                    uint32_t *t0)
+{
+    tw_service *s = t_monotonic(0, T_MS);
+    log_mostly_stale(s);
+    hold_cursor(s, g);
+    *d = my_log(s);
+    *t0 = atomic_load(&(*d)->tail);
+    arm_far(s, h, n);
+    assert_int_equal(atomic_load(&(*d)->tail), *t0 + (uint32_t)n); /* all logged */
+    return s;
+}
+
+/* Let the cursor go, cancel the timers h[first], h[first + step], ...,
+ * which must be the last pending, and end the service. */
+static void release_cancel_end(tw_service *s, gate *g, tw_timer *h, int n, int first,
+                               int step)
+{
+    release_cursor(g);
+    cancel_each(s, h, n, first, step);
+    tw_stats st;
+    tw_stats_get(s, &st);
+    assert_int_equal(st.pending, 0);
+    tw_destroy(s);
+}
+
+/* Once the log's drains find most entries stale, its owner's cancels
+ * clear the entries they logged (tw__defer_stale_entry), so that the
+ * drain passes them by without a look at the record: the cancelled
+ * timers' entries read 0, the live ones' are as logged, and the live ones
+ * are still there to cancel. */
+static void an_owners_cancel_clears_its_logged_entry(void **state)
+{
+    (void)state;
+    enum { N = 64 };
+    tw_timer h[N];
+    gate g;
+    tw_defer_log *d;
+    uint32_t t0;
+    tw_service *s = held_after_stale(&g, h, N, &d, &t0);
+    cancel_each(s, h, N, 0, 2);
+    for (int i = 0; i < N; i++) {
+        uint64_t v = log_entry(d, t0 + (uint32_t)i);
+        if (i % 2 == 0)
+            assert_int_equal(v, 0);
+        else
+            assert_true(v != 0 && (uint32_t)v == tw__handle_idx(h[i]));
+    }
+    release_cancel_end(s, &g, h, N, 1, 2);
+}
+
+/* A far timer armed by another thread, logged by it at position `at`. */
+typedef struct logged_at {
+    tw_service *s;
+    uint32_t at;
+    tw_timer h;
+} logged_at;
+
+static void *arm_logged_at(void *p)
+{
+    logged_at *a = p;
+    tw_timer h;
+    /* Arm (and cancel) until this thread's log reaches `at`, then the one. */
+    CB_EXPECT(tw_schedule(a->s, 3600 * T_S, t_noop, NULL, &h) == TW_OK, "tw_schedule");
+    tw_defer_log *d = my_log(a->s);
+    CB_EXPECT(d && atomic_load(&d->tail) <= a->at, "a fresh log, behind the position");
+    while (d && atomic_load(&d->tail) < a->at) {
+        CB_EXPECT(tw_cancel(a->s, h) == TW_OK, "tw_cancel");
+        CB_EXPECT(tw_schedule(a->s, 3600 * T_S, t_noop, NULL, &h) == TW_OK, "tw_schedule");
+    }
+    CB_EXPECT(d && atomic_load(&d->tail) == a->at, "logged at the position");
+    CB_EXPECT(tw_schedule(a->s, 3600 * T_S, t_noop, NULL, &a->h) == TW_OK, "tw_schedule");
+    CB_EXPECT(tw_cancel(a->s, h) == TW_OK, "tw_cancel");
+    return NULL;
+}
+
+/* A cancel clears only an entry of its own timer: here the timer is
+ * another thread's, logged in that thread's log at a position where the
+ * cancelling thread's log holds a live timer of its own, which stays (a
+ * cleared one would never be placed: lost). */
+static void a_cancel_clears_only_its_timers_entry(void **state)
+{
+    (void)state;
+    enum { N = 64, AT = 10 };
+    tw_timer h[N];
+    gate g;
+    tw_defer_log *d;
+    uint32_t t0;
+    tw_service *s = held_after_stale(&g, h, N, &d, &t0);
+    logged_at a = {s, t0 + AT, 0};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, arm_logged_at, &a), 0);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    CB_ASSERT_CLEAN();
+    ASSERT_RC(tw_cancel(s, a.h), TW_OK); /* its record says position t0 + AT */
+    assert_int_equal((uint32_t)log_entry(d, t0 + AT), tw__handle_idx(h[AT]));
+    release_cancel_end(s, &g, h, N, 0, 1);
 }
 
 /* tw_next_due answers no later than a timer that is only in a log, and
@@ -222,7 +351,7 @@ static void next_due_forgets_a_drained_log(void **state)
 /* The calling thread's spill, or NULL. */
 static tw_defer_spill *my_spill(tw_service *s)
 {
-    tw_defer_log *d = atomic_load(&s->defer[tw__stripe_mine]);
+    tw_defer_log *d = my_log(s);
     return d ? atomic_load(&d->spill) : NULL;
 }
 
@@ -827,6 +956,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(only_live_logged_timers_are_placed, t_setup),
+        cmocka_unit_test_setup(an_owners_cancel_clears_its_logged_entry, t_setup),
+        cmocka_unit_test_setup(a_cancel_clears_only_its_timers_entry, t_setup),
         cmocka_unit_test_setup(next_due_sees_logged_timers, t_setup),
         cmocka_unit_test_setup(next_due_forgets_a_drained_log, t_setup),
         cmocka_unit_test_setup(a_full_log_spills_a_burst, t_setup),

@@ -693,7 +693,7 @@ inline count_current(g)
     od;
 #ifdef DEFER
     if
-    :: inlog[g] && V_TAG(logv[g]) == rseq[g] -> gn++
+    :: inlog[g] && IS_VALUE(logv[g]) && V_TAG(logv[g]) == rseq[g] -> gn++
     :: else -> skip
     fi
 #endif
@@ -1072,12 +1072,14 @@ inline drain_logs(T_)
 #endif
                 RARE(R_LOG_KEPT);
                 ti = NT
-            :: inlog[ti] && ST(rst[ti]) == PENDING && V_TAG(logv[ti]) == rseq[ti] ->
+            :: inlog[ti] && IS_VALUE(logv[ti]) && ST(rst[ti]) == PENDING &&
+               V_TAG(logv[ti]) == rseq[ti] ->
                 RARE(R_LOG_PLACED);
                 ttag = V_TAG(logv[ti]);
                 tdd = logk[ti]
-            :: inlog[ti] && !(ST(rst[ti]) == PENDING && V_TAG(logv[ti]) == rseq[ti]) ->
-                RARE(R_LOG_DROPPED);
+            :: inlog[ti] && !(IS_VALUE(logv[ti]) && ST(rst[ti]) == PENDING &&
+                              V_TAG(logv[ti]) == rseq[ti]) ->
+                RARE(R_LOG_DROPPED);        /* stale, or cleared by its cancel */
                 inlog[ti] = 0;              /* stale: dropped, never placed */
                 logv[ti] = 0;
                 ti = NT
@@ -1205,6 +1207,33 @@ inline schedule(i)
     rtag = 0
 }
 
+#ifdef DEFER
+/* tw__defer_stale_entry (internal.h): the owner of the log, after its
+ * cancel's CAS took the timer from PENDING to FREE (rfreed), may clear the
+ * entry it logged for it (while tw__defer_forgets is up: either way here),
+ * so that the drain passes it by without a look at the record. The index
+ * is checked: only an entry of this timer is cleared. */
+inline forget(i)
+{
+    if
+    :: rfreed ->
+        atomic {
+            if
+            :: IS_VALUE(logv[i]) && V_TIMER(logv[i]) == (i) -> logv[i] = 0
+            :: true -> skip             /* tw__defer_forgets down */
+            fi;
+            rfreed = false
+        }
+    :: else -> skip
+    fi
+}
+#define OWN_CANCEL(i) cancel(i); forget(i)
+#define FREED_BY_CANCEL rfreed = true
+#else
+#define OWN_CANCEL(i) cancel(i)
+#define FREED_BY_CANCEL skip
+#endif
+
 /* cancel_record: CAS from PENDING (ZOMBIE if a lease is held) or FIRING;
  * ENOENT when the timer started (TW_RARE_CANCEL_LOST) or is stale. */
 inline cancel(i)
@@ -1217,6 +1246,10 @@ inline cancel(i)
             cancelled[i] = 1
         :: GEN(rst[i]) == HGEN && ((ST(rst[i]) == PENDING && !(rst[i] & LEASE)) ||
                                    ST(rst[i]) == FIRING) ->
+            if
+            :: ST(rst[i]) == PENDING -> FREED_BY_CANCEL  /* tw_cancel's common path */
+            :: else -> skip
+            fi;
             rst[i] = FREE_STATE(rst[i]);
             assert(!fired[i]);          /* property 3 */
             cancelled[i] = 1
@@ -1290,7 +1323,7 @@ proctype producer(byte me)
     byte k, rtag;
     bool rtook, rplace;
 #ifdef DEFER
-    bool rlog;
+    bool rlog, rfreed;
     byte rcur;
 #endif
 
@@ -1301,14 +1334,14 @@ proctype producer(byte me)
     :: me == 0 ->
         if
         :: true -> reschedule(0)
-        :: true -> cancel(0)
+        :: true -> OWN_CANCEL(0)
         :: true -> skip
         fi
     :: me == 1 ->
         if
         :: true -> cancel(0)        /* another thread's timer: races its reschedule */
         :: true -> reschedule(1)
-        :: true -> cancel(1)
+        :: true -> OWN_CANCEL(1)
         fi
     :: else -> skip                 /* more producers: contention, overflow */
     fi;
