@@ -886,6 +886,10 @@ uint64_t tw__clock_monotonic(void);
  * "The late clock"); never for deciding what is due. */
 uint64_t tw__clock_read_late(const tw_service *s);
 uint64_t tw__clock_monotonic_late(void);
+/* Read the late clock's first base now, unless its rate is known, off, or
+ * the calling thread has a base (clock.c): tw_create of a MONOTONIC
+ * service, so that the rate is known LATE_CALIBRATE_NS later. */
+void tw__late_clock_start(void);
 /* Tests only (tests/test_clock.c): start the late clock afresh; whether it
  * is on (its rate known and not turned off); a hook that may change the
  * rate it measured (a planted under-estimate). */

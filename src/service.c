@@ -675,6 +675,8 @@ int tw_create(const tw_config *cfg, tw_service **out)
     bool threaded = c.clock == TW_CLOCK_MONOTONIC;
     tw__fence_setup(); /* before any callback runs (threads.c) */
     s->origin = threaded ? tw__clock_monotonic() : 0;
+    if (threaded)
+        tw__late_clock_start();
     int rc = tw__pool_start(s, threaded ? c.workers : 0);
     if (rc == TW_OK && threaded)
         rc = tw__cursor_start(s);
