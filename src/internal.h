@@ -1370,8 +1370,9 @@ uint64_t tw__defer_bound(tw_service *s);
 uint64_t tw__defer_next_due(tw_service *s);
 
 /* A cancel by the owner of stripe `mine` that took record idx from
- * PENDING to FREE: the entry of its log to clear (NULL: none), where the record's last logged arming put an entry of idx,
- * so that the cursor's drain passes it by without reading the record.
+ * PENDING to FREE: the entry of its log to clear (NULL: none), where the
+ * record's last logged arming put an entry of idx, so that the cursor's
+ * drain passes it by without reading the record.
  *
  * Why: the drain's look at a record (is this entry still its placement?)
  * took the record's line to the cursor's core, and the owner's next write
