@@ -91,8 +91,9 @@
  * period (wheel.c, 1 s) that finds the spill empty, every page the owner
  * may not be writing goes back (tw__defer_trim, give_kept_back). So the
  * memory it holds is the entries not yet drained and a page, during a
- * burst as much again at most, for the pending timers, and nothing a
- * period or two after it. Why keep: a page's first write is a page
+ * burst as much again at most, for the pending timers, and a period or
+ * two after it only the page its owner last opened, which it writes when
+ * it next spills (huge pages, below). Why keep: a page's first write is a page
  * fault, which on a virtual machine whose host takes freed memory back
  * costs 13 us a 4 KiB page (twfloor first_touch; 1.2 us when backed),
  * and a burst longer than the ring (4M entries) writes its pages again:
@@ -104,7 +105,30 @@
  * during a burst, and the pages it gave back were written anew. Why not a
  * smaller ring, which comes round sooner to its kept pages: at 2^20
  * entries a burst's backlog met refusals, and its arming thread placed
- * the rest itself (WL2 10M configured 0.84x). Its rules:
+ * the rest itself (WL2 10M configured 0.84x).
+ *
+ * Huge pages. A page of the spill is 2 MiB, aligned, so that it can be one
+ * huge page, and the owner asks for that (MADV_HUGEPAGE, the page's bit in
+ * spill->huge) when it opens a page behind a backlog: the cursor had not
+ * drained the page before. Its first write is then one fault for the page,
+ * not 512: a loop of 1M far armings paid about 4,500 faults of 4 KiB, 2-34
+ * ms of a 27-87 ms burst, and 2 MiB written took 155 us as one huge page
+ * against 750 us as small ones (AMD guest, 2026-11-29). WL2's schedules in
+ * a process a column: 1M 1.67x (defaults) and 1.39x (configured), 10M
+ * 1.15x both, cancels and bytes a timer 0.98-1.06x, medians of farm-bench
+ * pairs of twbench after twwarm against abc5c4f (pages of 256 KiB, small),
+ * 2026-11-29. Why only behind a backlog: the page a burst ends in stays
+ * resident as far as it was written (above), and a huge one is 2 MiB
+ * however little was. The first page of a burst, opened with the spill
+ * drained, stays small; a thread keeps a huge page after a burst only if
+ * the burst outran the cursor by a page, 131,072 armings beyond its log,
+ * whose timers took some 9 MiB. A page opened with the spill drained is
+ * asked for small pages again if it had been asked for a huge one. Why the
+ * pages are given back whole (256 KiB at a time before): giving back part
+ * of a huge page splits it, and khugepaged (max_ptes_none 511) made a
+ * partly given-back huge page whole and resident again. A spilling owner
+ * pokes the cursor every TW_SPILL_POKE entries, as often as it did with
+ * pages of 256 KiB. Its rules:
  *   - the owner opens a page of the spill only while the spill holds no
  *     more entries than the timers pending (tw__pending, read once a page:
  *     every spilled entry was a pending timer when armed), so it holds at
@@ -219,6 +243,43 @@ static void ring_append(const ring *r, uint32_t t, uint64_t entry, uint64_t tick
     atomic_store_explicit(r->tail, t + 1, memory_order_release);
 }
 
+/* The spill's ring, TW_SPILL_LOG entries of address space aligned to its
+ * pages, so that a page can be one huge page; NULL if there is none. */
+static void *spill_map(void)
+{
+    size_t bytes = (size_t)TW_SPILL_LOG * sizeof(tw_defer_entry);
+    size_t align = (size_t)TW_SPILL_PAGE * sizeof(tw_defer_entry);
+    char *m = mmap(NULL, bytes + align, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED)
+        return NULL;
+    char *e = (char *)(((uintptr_t)m + align - 1) & ~(uintptr_t)(align - 1));
+    if (e != m)
+        (void)munmap(m, (size_t)(e - m)); /* the slop before */
+    if (e != m + align)
+        (void)munmap(e + bytes, (size_t)(m + align - e)); /* and after */
+    return e;
+}
+
+_Static_assert(TW_SPILL_LOG / TW_SPILL_PAGE <= 32, "a bit of spill->huge per page");
+
+/* The owner opens the spill's page at position t: asked to be a huge page
+ * if it opens behind a backlog, left to small pages otherwise (see the
+ * top). The flag is the mapping's, and stays with the page when it is
+ * given back: change it only when it is not already as wanted. */
+void tw__defer_page_size(tw_service *s, tw_defer_spill *p, uint32_t t, bool behind)
+{
+    uint32_t bit = 1u << (t / TW_SPILL_PAGE % (TW_SPILL_LOG / TW_SPILL_PAGE));
+    if (behind == ((p->huge & bit) != 0))
+        return;
+    if (madvise(&p->e[t % TW_SPILL_LOG], (size_t)TW_SPILL_PAGE * sizeof *p->e,
+                behind ? MADV_HUGEPAGE : MADV_NOHUGEPAGE) != 0)
+        return; /* no huge pages here (EINVAL): small ones, as before */
+    p->huge ^= bit;
+    if (behind)
+        tw__count_rare(s, TW_RARE_SPILL_HUGE);
+}
+
 /* The spill's memory, made by the owner on its first need; NULL if the
  * system has none to give. */
 static tw_defer_spill *spill_make(tw_defer_log *d)
@@ -226,13 +287,13 @@ static tw_defer_spill *spill_make(tw_defer_log *d)
     tw_defer_spill *p = aligned_alloc(TW_CACHELINE, sizeof *p);
     if (!p)
         return NULL;
-    void *e = mmap(NULL, (size_t)TW_SPILL_LOG * sizeof(tw_defer_entry), PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (e == MAP_FAILED) {
+    void *e = spill_map();
+    if (!e) {
         free(p);
         return NULL;
     }
     p->e = e;
+    p->huge = 0;
     atomic_init(&p->open_until, 0);
     atomic_init(&p->giving, 0);
     p->kept = 0;
@@ -288,6 +349,7 @@ static tw_defer_spill *spill_room(tw_service *s, tw_defer_log *d)
         return NULL;
     }
     tw__count_rare(s, TW_RARE_SPILL_OPENED);
+    tw__defer_page_size(s, p, t, held > 0);
     return p;
 }
 
@@ -327,7 +389,7 @@ bool tw__defer_place(tw_service *s, tw_record *rec, uint64_t entry, uint64_t tic
         uint32_t pt = atomic_load_explicit(&p->tail, memory_order_relaxed);
         ring r = spill_ring(p);
         ring_append(&r, pt, entry, tick);
-        urgent = pt % TW_SPILL_PAGE == 0; /* a page of spill: the cursor is behind */
+        urgent = pt % TW_SPILL_POKE == 0; /* spilling: the cursor is behind */
     }
     /* Our tail before the poke's look at wake_tick, against the cursor's
      * wake_tick before its look at the tails (see the top): a compiler
@@ -553,9 +615,9 @@ static uint32_t drain_ring(tw_service *s, const ring *r, uint32_t h, uint32_t t,
  * may be due, an early claim, the stop) takes all of it. */
 /* TW_SPILL_DRAIN_PAGES (internal.h): 131,072 entries, as many as the 16
  * logs can hold, so a spill holds the ticks up no longer than full logs
- * could. Why not one page: each drain comes with the loop's plan, which
- * reads every page bound of the spills, and page by page that took WL2
- * 10M's schedules to 0.87x (farm-bench, 2026-11-28). */
+ * could: one page of 2 MiB. (With pages of 256 KiB, a drain of one page
+ * took WL2 10M's schedules to 0.87x, farm-bench, 2026-11-28: each drain
+ * comes with the loop's plan, which reads every page bound of the spills.) */
 _Static_assert(TW_SPILL_DRAIN_PAGES * TW_SPILL_PAGE == TW_OWNED_STRIPES * TW_DEFER_LOG,
                "a loop's drain of a spill is as long as one of full logs");
 

@@ -100,6 +100,7 @@ enum {
     TW_RARE_SPILL_OPENED, /* a full log's owner opened a page of its spill (defer.c) */
     TW_RARE_SPILL_REFUSED,/* ... and was refused one: it held as many entries as
                              timers were pending, or it was full, or no memory */
+    TW_RARE_SPILL_HUGE,   /* ... asked for a page behind a backlog to be huge (defer.c) */
     TW_RARE_COUNT
 };
 
@@ -1322,16 +1323,19 @@ typedef struct tw_defer_entry {
  * pending, gives it back otherwise, and gives every page back at a trim
  * period that finds the spill empty. */
 #define TW_SPILL_LOG    (1u << 22) /* entries (64 MiB of address space) */
-#define TW_SPILL_PAGE   (1u << 14) /* entries under one bound, given back together (256 KiB) */
-#define TW_SPILL_BOUNDS 512u       /* more than the pages a full spill spans */
+#define TW_SPILL_PAGE   (1u << 17) /* entries under one bound, opened and given back
+                                      together (2 MiB, a huge page of x86-64 and arm64) */
+#define TW_SPILL_POKE   (1u << 14) /* entries between a spilling owner's pokes */
+#define TW_SPILL_BOUNDS 64u        /* more than the pages a full spill spans */
 #define TW_SPILL_RETRY  1024u      /* armings placed by the call before a refused owner asks again */
-#define TW_SPILL_DRAIN_PAGES 8u    /* pages a loop's drain takes at most (defer.c) */
+#define TW_SPILL_DRAIN_PAGES 1u    /* pages a loop's drain takes at most (defer.c) */
 typedef struct tw_defer_spill {
     _Atomic uint32_t tail TW_ALIGNED; /* the owner's */
     /* The owner's: positions below it may be written. The cursor reads it
      * to give kept pages back (defer.c). */
     _Atomic uint32_t open_until;
     _Atomic uint64_t bound[TW_SPILL_BOUNDS]; /* the owner's, as a log's */
+    uint32_t huge; /* the owner's: bit i, the ring's page i is asked to be huge */
     _Atomic uint32_t head TW_ALIGNED; /* the cursor's */
     _Atomic uint32_t giving;          /* the cursor's: it gives kept pages back */
     uint32_t kept;                    /* the cursor's: pages kept since its last give-back */
@@ -1350,6 +1354,9 @@ typedef struct tw_defer_log {
 } tw_defer_log;
 /* Log the entry of rec instead of placing it (false: place it now). */
 bool tw__defer_place(tw_service *s, tw_record *rec, uint64_t entry, uint64_t tick);
+/* The owner of spill p opens its page at position t: huge pages for it if
+ * it opens behind a backlog, small ones otherwise (defer.c). */
+void tw__defer_page_size(tw_service *s, tw_defer_spill *p, uint32_t t, bool behind);
 /* The cursor: place the logged entries (false: out of memory, some kept);
  * `some`: a log's newest entries may stay while none is due soon. */
 bool tw__defer_drain(tw_service *s, bool some);
