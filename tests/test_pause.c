@@ -447,15 +447,6 @@ static void block_until_released(tw_timer t, void *arg)
         t_sleep_ns(100 * T_US);
 }
 
-static void on_alarm(int sig)
-{
-    (void)sig;
-    static const char msg[] = "test_pause: tw_pause waited for a running callback\n";
-    if (write(2, msg, sizeof msg - 1) < 0) {
-    }
-    _exit(2);
-}
-
 /* "tw_pause does not wait for running callbacks": a callback blocks until
  * the test releases it after tw_pause returned (a wait would hang: the
  * alarm ends the test). */
@@ -467,10 +458,9 @@ static void pause_does_not_wait_for_running_callbacks(void **state)
     ASSERT_RC(tw_schedule(s, T_MS, block_until_released, &b, NULL), TW_OK);
     while (!atomic_load(&b.entered))
         t_sleep_ns(T_MS);
-    signal(SIGALRM, on_alarm);
-    alarm(20);
+    t_watchdog("tw_pause, with a callback running", 20);
     ASSERT_RC(tw_pause(s), TW_OK);
-    alarm(0);
+    t_watchdog_off();
     atomic_store(&b.release, 1);
     ASSERT_RC(tw_resume(s), TW_OK);
     tw_destroy(s);
@@ -500,11 +490,10 @@ static bool pause_and_resume_from_callbacks_once(uint32_t workers)
     ASSERT_RC(tw_schedule(s, 5 * T_MS, pause_from_callback, &b, NULL), TW_OK);
     ran later = {.s = s};
     ASSERT_RC(tw_schedule(s, 15 * T_MS, on_ran, &later, NULL), TW_OK);
-    signal(SIGALRM, on_alarm);
-    alarm(20);
+    t_watchdog("tw_pause from a callback", 20);
     while (!atomic_load(&b.entered))
         t_sleep_ns(T_MS);
-    alarm(0);
+    t_watchdog_off();
     ASSERT_RC(atomic_load(&b.pause_rc), TW_OK);
     uint64_t at_pause = atomic_load(&b.fired_at_pause);
     t_sleep_ns(60 * T_MS); /* past `later`'s deadline in real time */
@@ -562,10 +551,9 @@ static void stop_works_on_a_paused_service(uint32_t workers, uint64_t tick)
     ASSERT_RC(tw_pause(s), TW_OK);
     uint64_t ran_before = fired(s);
     atomic_store(&dropped, 0);
-    signal(SIGALRM, on_alarm);
-    alarm(20);
+    t_watchdog("tw_stop on a paused service", 20);
     ASSERT_RC(tw_stop(s, count_dropped), TW_OK);
-    alarm(0);
+    t_watchdog_off();
     tw_stats st;
     tw_stats_get(s, &st);
     assert_true(st.fired == ran_before); /* nothing started after the pause */

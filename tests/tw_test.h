@@ -28,6 +28,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "timerwheel.h"
 #include "internal.h"
@@ -35,6 +39,54 @@
 #define T_US 1000ull
 #define T_MS 1000000ull
 #define T_S  1000000000ull
+
+/* A watchdog for a call that must return (tw_pause, tw_stop on a paused
+ * service): if it has not returned after `secs`, the test prints what hung,
+ * then every thread's stack (gdb, when the machine has it: a hang seen once
+ * in CI, 2026-11-29, left only the message), and exits 2. Off again with
+ * t_watchdog_off. One at a time; SIGALRM is the test's. */
+static char t_watch_msg[160];
+static size_t t_watch_len;
+static char t_watch_pid[24];
+
+static void t_watch_fired(int sig)
+{
+    (void)sig;
+    /* Only async-signal-safe calls here. */
+    if (write(2, t_watch_msg, t_watch_len) < 0) {
+    }
+    signal(SIGALRM, SIG_DFL);
+    alarm(60); /* a gdb that hangs too ends the test */
+    pid_t child = fork();
+    if (child == 0) {
+        execlp("gdb", "gdb", "-p", t_watch_pid, "-batch", "-nx", "-ex",
+               "thread apply all bt", (char *)NULL);
+        _exit(127); /* no gdb: the message is all there is */
+    }
+    if (child > 0)
+        (void)waitpid(child, NULL, 0);
+    _exit(2);
+}
+
+static inline void t_watchdog(const char *what, unsigned secs)
+{
+    t_watch_len = (size_t)snprintf(t_watch_msg, sizeof t_watch_msg,
+                                   "watchdog: %s has not returned after %u s; every thread:\n",
+                                   what, secs);
+    if (t_watch_len >= sizeof t_watch_msg)
+        t_watch_len = sizeof t_watch_msg - 1;
+    snprintf(t_watch_pid, sizeof t_watch_pid, "%ld", (long)getpid());
+#ifdef PR_SET_PTRACER
+    (void)prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0); /* gdb may attach to us */
+#endif
+    signal(SIGALRM, t_watch_fired);
+    alarm(secs);
+}
+
+static inline void t_watchdog_off(void)
+{
+    alarm(0);
+}
 
 /* Real time, for the tests that run the service's threads. */
 static inline void t_sleep_ns(uint64_t ns)
