@@ -93,8 +93,8 @@
  * memory it holds is the entries not yet drained and a page, during a
  * burst as much again at most, for the pending timers, and a period or
  * two after it only the page its owner last opened, which it writes when
- * it next spills (huge pages, below). Why keep: a page's first write is a page
- * fault, which on a virtual machine whose host takes freed memory back
+ * it next spills (huge pages, below). Why keep: a page's first write is a
+ * page fault, which on a virtual machine whose host takes freed memory back
  * costs 13 us a 4 KiB page (twfloor first_touch; 1.2 us when backed),
  * and a burst longer than the ring (4M entries) writes its pages again:
  * WL2 10M's schedules 1.32x (defaults) and 1.16x (configured), 1M's
@@ -111,8 +111,8 @@
  * huge page, and the owner asks for that (MADV_HUGEPAGE, the page's bit in
  * spill->huge) when it opens a page behind a backlog: the cursor had not
  * drained the page before. Its first write is then one fault for the page,
- * not 512: a loop of 1M far armings paid about 4,500 faults of 4 KiB, 2-34
- * ms of a 27-87 ms burst, and 2 MiB written took 155 us as one huge page
+ * not 512: a loop of 1M far armings paid about 4,500 faults of 4 KiB,
+ * 2-34 ms of a 27-87 ms burst, and 2 MiB written took 155 us as one huge page
  * against 750 us as small ones (AMD guest, 2026-11-29). WL2's schedules in
  * a process a column: 1M 1.67x (defaults) and 1.39x (configured), 10M
  * 1.15x both, cancels and bytes a timer 0.98-1.06x, medians of farm-bench
