@@ -573,7 +573,7 @@ static bool vma_flag(const void *addr, const char *flag)
     uintptr_t a = (uintptr_t)addr;
     while (fgets(line, sizeof line, f)) {
         unsigned long lo, hi;
-        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' '))
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2) /* a mapping's first line */
             in = a >= lo && a < hi;
         else if (in && strncmp(line, "VmFlags:", 8) == 0) {
             char want[8];

@@ -12,7 +12,6 @@
 #include "tw_test.h"
 
 #include <pthread.h>
-#include <signal.h>
 #include <unistd.h>
 
 static int setup(void **state)
