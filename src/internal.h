@@ -402,6 +402,11 @@ extern void (*_Atomic tw__handover_claimed_hook)(void);
  * the pause gate still up. NULL (the default): nothing is called. Set
  * before the service runs. */
 extern void (*_Atomic tw__run_claimed_hook)(void);
+/* Tests only (tests/test_pause.c): called by a worker as it begins to
+ * watch the others (workers.c, watch_and_judge), before it reads the word
+ * it waits on. NULL (the default): nothing is called. Set before the
+ * service runs. */
+extern void (*_Atomic tw__watch_hook)(void);
 /* Tests only (tests/test_workers.c): called by the cursor before each
  * piece of an early claim (wheel.c), with whether the claim has gone late
  * (its tick came) and how many claims it has staged; a nonzero return

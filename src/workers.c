@@ -1604,13 +1604,27 @@ static void probe_later(tw_worker *me)
     me->probe_in = me->probe_every - 1;
 }
 
+void (*_Atomic tw__watch_hook)(void); /* tests only (internal.h) */
+
 /* Watch the running workers for watch_ns, then judge (see "Joining"). */
 static void watch_and_judge(tw_service *s, tw_worker *me)
 {
     tw_pool *p = &s->pool;
+    /* Relaxed: set before the service runs; a pointer to code, no data. */
+    void (*hook)(void) = atomic_load_explicit(&tw__watch_hook, memory_order_relaxed);
+    if (__builtin_expect(hook != NULL, 0))
+        hook();
     /* Seq_cst: read the word before the quit flag and the clock state, as
      * wait_until does: tw_resume and tw_stop bump it. */
     int32_t seq = atomic_load_explicit(&p->quit_seq, memory_order_seq_cst);
+    /* Acquire: pairs with tw__pool_quit's release store, made before its
+     * bump of the word. holding_back looked at quit before we read the
+     * word; a tw_stop in between bumped it already, and nothing bumps it
+     * again: on a paused service the wait below, which has no time-out,
+     * then never ended, and tw_stop waited in its join for good (CI once,
+     * 2026-11-29; 3 in 11,000 runs of stop_paused_pool on a loaded CPU). */
+    if (atomic_load_explicit(&p->quit, memory_order_acquire))
+        return;
     if (tw__clock_paused(s)) {
         futex_wait_ns(&p->quit_seq, seq, 0); /* nothing runs until tw_resume */
         return;

@@ -582,6 +582,32 @@ static void stop_paused_workers_0(void **state)
     stop_works_on_a_paused_service(0, 100 * T_US);
 }
 
+/* A worker that held back to watch a runner parked in the pause gate
+ * with a batch in hand, and was preempted before it read the word it
+ * waits on, while tw_stop raised quit and bumped that word: it waited on a
+ * paused service with no time-out, and tw_stop never returned (CI once,
+ * 2026-11-29). The hook stands in for the preemption, 2 ms at the start
+ * of every watch: each round's watcher then reads the word after the
+ * stop's last bump. */
+static _Atomic int watches;
+
+static void slow_watch(void)
+{
+    atomic_fetch_add(&watches, 1);
+    t_sleep_ns(2 * T_MS);
+}
+
+static void stop_paused_pool_with_a_slow_watcher(void **state)
+{
+    (void)state;
+    atomic_store(&watches, 0);
+    atomic_store(&tw__watch_hook, slow_watch);
+    for (int round = 0; round < 5; round++)
+        stop_works_on_a_paused_service(2, T_MS);
+    atomic_store(&tw__watch_hook, NULL);
+    assert_true(atomic_load(&watches) > 0); /* the path was taken */
+}
+
 /* A runner that has claimed a timer is not yet at its callback: the
  * budget and the lateness figures come first. tw_pause waits for it there
  * (its gate is up until the callback's call): the gate used to open at the
@@ -673,6 +699,7 @@ int main(void)
         cmocka_unit_test_setup(from_callbacks_workers_0, setup),
         cmocka_unit_test_setup(stop_paused_pool, setup),
         cmocka_unit_test_setup(stop_paused_workers_0, setup),
+        cmocka_unit_test_setup(stop_paused_pool_with_a_slow_watcher, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
