@@ -214,6 +214,11 @@ TW_API void tw_config_init(tw_config *cfg);
  * MONOTONIC: starts the cursor thread and cfg->workers worker threads,
  * named "tw-cursor" and "tw-worker" (as top -H, perf and gdb show them),
  * with every asynchronous signal blocked; the caller's mask is unchanged.
+ * They inherit the caller's scheduling policy and nice value; under
+ * SCHED_OTHER each asks the kernel for a 100 us time slice (Linux 6.12 and
+ * later; ignored before), so that on busy CPUs they run soon after they
+ * wake, with their share of the CPU unchanged. Under any other policy
+ * they are left as inherited.
  * MANUAL: starts no thread; time starts at 0 and moves only by tw_advance.
  * Returns TW_OK; TW_EINVAL for out == NULL or a field outside its range
  * (then *out is untouched); TW_ENOMEM; TW_EAGAIN if a thread could not be

@@ -61,7 +61,6 @@
 #include "internal.h"
 
 #include <limits.h>
-#include <sys/prctl.h>
 #include <time.h>
 #include <urcu/futex.h>
 
@@ -346,10 +345,8 @@ static void paused_wait(tw_service *s)
 static void *cursor_main(void *arg)
 {
     tw_service *s = arg;
-    /* The kernel may defer a sleeping thread's wake-up by its timer slack
-     * (50 us by default) to batch wake-ups; the cursor's wake-ups are what
-     * lateness is made of, so it asks for none. Failure only costs slack. */
-    (void)prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+    /* Its wake-ups are what lateness is made of (threads.c). */
+    tw__thread_hint_latency();
     /* With workers = 0 (or no memory for a batch) the cursor runs
      * callbacks: it passes the pause gate as a worker does (pause.c). */
     tw__gate_bind(&s->cursor_starting, &s->wake_seq, &s->cursor_quit);

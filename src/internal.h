@@ -1199,6 +1199,10 @@ static inline void tw__rec_push_free(tw_records *r, uint32_t idx)
 /* Start a library thread with asynchronous signals blocked, named `name`.
  * TW_OK or TW_EAGAIN. */
 int  tw__thread_start(pthread_t *t, void *(*fn)(void *), void *arg, const char *name);
+/* First thing in the cursor and each worker: no timer slack, and a short
+ * time slice under SCHED_OTHER (threads.c says why). */
+#define TW_THREAD_SLICE_NS 100000u
+void tw__thread_hint_latency(void);
 /* The thread runs callback t of s (or any of s's: _of), innermost or held
  * outside one of its holds. */
 bool tw__in_callback(const tw_service *s, tw_timer t);

@@ -14,6 +14,24 @@
  * stay unblocked: they are raised by the thread's own fault and belong to
  * it; blocked, a fault would kill the process without its handler.
  *
+ * A started thread's hints to the kernel (tw__thread_hint_latency, first
+ * thing in the cursor and in each worker). Their wake-ups are what
+ * lateness is made of, so they ask for no timer slack (50 us by default),
+ * and for a time slice of TW_THREAD_SLICE_NS (100 us, the least Linux
+ * takes) where the thread runs under SCHED_OTHER: since Linux 6.12 the
+ * fair scheduler (EEVDF) gives a task a deadline of its slice past its
+ * virtual runtime and runs the earliest, so a short slice is run soon
+ * after it wakes, ahead of threads that run for long, as the cursor and
+ * a worker with a due timer should. Its share of the CPU stays the same.
+ * Why: on 2 cores beside 4 producer threads (WL3), the cursor woke on
+ * time, was left off a CPU for 3 to 10 ms, and every timer due meanwhile
+ * was that late (a trace of the cursor's loop, 2026-11-29). The policy,
+ * nice value and reset-on-fork flag the thread inherited from the caller
+ * of tw_create are kept; a thread under another policy (real time,
+ * SCHED_BATCH, SCHED_IDLE) is left as it is: its creator chose. An older
+ * kernel takes the request and ignores the slice; one that refuses it
+ * (a sandbox) costs nothing but the hint.
+ *
  * Waits that form a cycle. tw_cancel_sync waits for a callback of a timer,
  * tw_stop for every callback of its service (and for a tw_advance in
  * progress), tw_advance for another tw_advance of the same service. Each
@@ -72,6 +90,7 @@
 #include <linux/membarrier.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -120,6 +139,47 @@ int tw__thread_start(pthread_t *t, void *(*fn)(void *), void *arg, const char *n
      * returns (top -H, perf, gdb). Failure only costs the name. */
     (void)pthread_setname_np(*t, name);
     return TW_OK;
+}
+
+/* ---- a started thread's hints ---------------------------------------------- */
+
+/* struct sched_attr as the kernel reads it in its first version (48
+ * bytes): glibc before 2.41 has no declaration, and <linux/sched/types.h>
+ * clashes with <sched.h>. */
+typedef struct tw_sched_attr {
+    uint32_t size;
+    uint32_t policy;
+    uint64_t flags;
+    int32_t nice;
+    uint32_t priority;
+    uint64_t runtime; /* SCHED_OTHER since Linux 6.12: the slice asked for */
+    uint64_t deadline;
+    uint64_t period;
+} tw_sched_attr;
+_Static_assert(sizeof(tw_sched_attr) == 48, "SCHED_ATTR_SIZE_VER0");
+
+#define TW_SCHED_OTHER          0u
+#define TW_SCHED_RESET_ON_FORK  1u /* SCHED_FLAG_RESET_ON_FORK */
+
+static void ask_short_slice(void)
+{
+#if defined(SYS_sched_getattr) && defined(SYS_sched_setattr)
+    tw_sched_attr a = {0};
+    if (syscall(SYS_sched_getattr, 0, &a, (unsigned)sizeof a, 0u) != 0 ||
+        a.policy != TW_SCHED_OTHER)
+        return;
+    a.size = sizeof a;
+    a.flags &= TW_SCHED_RESET_ON_FORK; /* the only flag a SCHED_OTHER thread carries */
+    a.runtime = TW_THREAD_SLICE_NS;
+    (void)syscall(SYS_sched_setattr, 0, &a, 0u);
+#endif
+}
+
+void tw__thread_hint_latency(void)
+{
+    /* Failure only costs the slack. */
+    (void)prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+    ask_short_slice();
 }
 
 /* ---- the registry of waiters ------------------------------------------------ */

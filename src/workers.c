@@ -48,7 +48,6 @@
 #include <string.h>
 #include <sched.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
 #include <time.h>
 #include <urcu/futex.h>
 
@@ -1709,9 +1708,9 @@ static void *worker_main(void *arg)
 {
     tw_worker *me = arg;
     tw_service *s = me->s;
-    /* Releases a tick's timers in steps of a sixteenth: ask for no timer
-     * slack (50 us by default). Failure only costs slack. */
-    (void)prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+    /* Releases a tick's timers in steps of a sixteenth, and a due timer
+     * waits for it: no timer slack, a short slice (threads.c). */
+    tw__thread_hint_latency();
     tw_pool *p = &s->pool;
     tw__gate_bind(&me->starting, &p->quit_seq, &p->quit);
     tw__worker_mine = me; /* budget_take (service.c) */

@@ -1,11 +1,16 @@
 /* test_config.c: configuration limits, defaults, bad input, tw_strerror. */
+#define _GNU_SOURCE /* SCHED_BATCH */
 #include "tw_test.h"
 
 #include <dirent.h>
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 static int setup(void **state)
 {
@@ -351,6 +356,164 @@ static void service_threads_are_named(void **state)
     assert_int_equal(threads_named("tw-worker"), workers);
 }
 
+/* ---- the library's threads ask for a short slice (threads.c) ---- */
+
+typedef struct sched_attr0 { /* struct sched_attr, first version */
+    uint32_t size, policy;
+    uint64_t flags;
+    int32_t nice;
+    uint32_t priority;
+    uint64_t runtime, deadline, period;
+} sched_attr0;
+
+static sched_attr0 attr_of(pid_t tid)
+{
+    sched_attr0 a = {0};
+    assert_int_equal(syscall(SYS_sched_getattr, tid, &a, (unsigned)sizeof a, 0u), 0);
+    return a;
+}
+
+/* A thread's voluntary context switches: at least one once it has slept,
+ * which the library's threads do only after their hints (threads.c). */
+static long slept(const char *tid)
+{
+    char path[300], line[128];
+    snprintf(path, sizeof path, "/proc/self/task/%s/status", tid);
+    FILE *f = fopen(path, "r");
+    long n = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "voluntary_ctxt_switches: %ld", &n) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return n;
+}
+
+/* The attributes of every thread named `name`, each read once it has
+ * slept; returns how many. */
+static int attrs_named(const char *name, sched_attr0 *out, int max)
+{
+    DIR *d = opendir("/proc/self/task");
+    assert_non_null(d);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d)) && n < max;) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[300], comm[32] = "";
+        snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        if (fgets(comm, sizeof comm, f))
+            comm[strcspn(comm, "\n")] = '\0';
+        fclose(f);
+        if (strcmp(comm, name) != 0)
+            continue;
+        for (int i = 0; i < 10000 && slept(e->d_name) < 1; i++)
+            t_sleep_ns(100 * T_US);
+        assert_true(slept(e->d_name) >= 1);
+        out[n++] = attr_of((pid_t)atoi(e->d_name));
+    }
+    closedir(d);
+    return n;
+}
+
+/* Whether this kernel keeps a SCHED_OTHER thread's slice (Linux 6.12+):
+ * a throwaway thread asks for one and reads it back. */
+static void *probe_slice(void *arg)
+{
+    sched_attr0 a = attr_of(0);
+    a.size = sizeof a;
+    a.flags = 0;
+    a.runtime = TW_THREAD_SLICE_NS;
+    *(bool *)arg = syscall(SYS_sched_setattr, 0, &a, 0u) == 0 &&
+                   attr_of(0).runtime == TW_THREAD_SLICE_NS;
+    return NULL;
+}
+
+static bool kernel_keeps_slices(void)
+{
+    bool keeps = false;
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, probe_slice, &keeps), 0);
+    pthread_join(t, NULL);
+    return keeps;
+}
+
+/* A service made by a thread that runs with `policy` and nice `nice`;
+ * the attributes of its cursor and workers are read there. */
+typedef struct made_by {
+    int policy, nice;
+    sched_attr0 cursor[1], workers[4];
+    int cursors, nworkers;
+} made_by;
+
+static void *make_under(void *arg)
+{
+    made_by *m = arg;
+    struct sched_param none = {0};
+    assert_int_equal(pthread_setschedparam(pthread_self(), m->policy, &none), 0);
+    assert_int_equal(setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), m->nice), 0);
+    int cursors = threads_named("tw-cursor"), workers = threads_named("tw-worker");
+    tw_config cfg;
+    tw_config_init(&cfg);
+    cfg.workers = 3;
+    tw_service *s = t_service_cfg(&cfg);
+    m->cursors = attrs_named("tw-cursor", m->cursor, 1);
+    m->nworkers = attrs_named("tw-worker", m->workers, 4);
+    tw_destroy(s);
+    /* No other service in this process meanwhile. */
+    assert_int_equal(cursors, 0);
+    assert_int_equal(workers, 0);
+    return NULL;
+}
+
+static made_by made_under(int policy, int nice)
+{
+    made_by m = {.policy = policy, .nice = nice};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, make_under, &m), 0);
+    pthread_join(t, NULL);
+    assert_int_equal(m.cursors, 1);
+    assert_int_equal(m.nworkers, 3);
+    return m;
+}
+
+/* The cursor and every worker run with a 100 us slice, and keep the nice
+ * value they inherited from tw_create's caller (raised here, as any user
+ * may). */
+static void service_threads_ask_a_short_slice(void **state)
+{
+    (void)state;
+    if (!kernel_keeps_slices())
+        skip(); /* before Linux 6.12, or a sandbox that refuses it */
+    made_by m = made_under(SCHED_OTHER, 3);
+    assert_int_equal(m.cursor[0].policy, SCHED_OTHER);
+    assert_int_equal(m.cursor[0].runtime, TW_THREAD_SLICE_NS);
+    assert_int_equal(m.cursor[0].nice, 3);
+    for (int k = 0; k < m.nworkers; k++) {
+        assert_int_equal(m.workers[k].policy, SCHED_OTHER);
+        assert_int_equal(m.workers[k].runtime, TW_THREAD_SLICE_NS);
+        assert_int_equal(m.workers[k].nice, 3);
+    }
+}
+
+/* A caller under SCHED_BATCH chose throughput: its service's threads
+ * keep the policy and the kernel's slice. */
+static void service_threads_keep_a_batch_policy(void **state)
+{
+    (void)state;
+    if (!kernel_keeps_slices())
+        skip();
+    made_by m = made_under(SCHED_BATCH, 0);
+    assert_int_equal(m.cursor[0].policy, SCHED_BATCH);
+    assert_int_not_equal(m.cursor[0].runtime, TW_THREAD_SLICE_NS);
+    for (int k = 0; k < m.nworkers; k++) {
+        assert_int_equal(m.workers[k].policy, SCHED_BATCH);
+        assert_int_not_equal(m.workers[k].runtime, TW_THREAD_SLICE_NS);
+    }
+}
+
 typedef struct reenter {
     tw_service *s;
     int rc_advance;
@@ -406,6 +569,8 @@ int main(void)
         cmocka_unit_test_setup(manual_clock_runs_callbacks_on_advancing_thread, setup),
         cmocka_unit_test_setup(advance_from_callback_is_edeadlk, setup),
         cmocka_unit_test_setup(service_threads_are_named, setup),
+        cmocka_unit_test_setup(service_threads_ask_a_short_slice, setup),
+        cmocka_unit_test_setup(service_threads_keep_a_batch_policy, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
