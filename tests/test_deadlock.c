@@ -2,11 +2,11 @@
  * tw_cancel_sync each other, in a cycle of two or three, or through
  * tw_stop's wait; tw_stop and tw_advance from on_pending. One caller of a
  * cycle gets TW_EDEADLK and does nothing, the others proceed, and the
- * service stops. Each test runs under a watchdog (alarm): a regression
- * kills the program instead of hanging CI. MONOTONIC, real workers. */
+ * service stops. Each test runs under a watchdog (t_watchdog): a
+ * regression ends the program with every thread's stack instead of hanging
+ * CI. MONOTONIC, real workers. */
 #include "tw_test.h"
 
-#include <signal.h>
 #include <stdatomic.h>
 #include <unistd.h>
 
@@ -15,14 +15,14 @@
 static int setup(void **state)
 {
     (void)state;
-    alarm(WATCHDOG_S);
+    t_watchdog("the test of the last [ RUN ] line", WATCHDOG_S);
     return 0;
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    alarm(0);
+    t_watchdog_off();
     return 0;
 }
 
