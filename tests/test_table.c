@@ -429,7 +429,11 @@ static void cursor_gives_the_top_back(bool busy, bool spread)
     tw_stats st;
     tw_stats_get(s, &st);
     if (busy)
-        assert_true(st.fired > BURST + 100); /* the periodic one ran meanwhile */
+        /* The periodic one ran meanwhile: about 300 times in the 2 to 3
+         * trim periods the give-back takes, fewer in a starved process
+         * (SCHED_IDLE beside busy loops on its one CPU: under 100 in 3 of
+         * 9 runs, 2026-11-29; it skips missed periods). */
+        assert_true(st.fired > BURST + 10);
     else
         assert_int_equal(st.fired, BURST);
     free(h);
