@@ -316,25 +316,29 @@ static void manual_clock_runs_callbacks_on_advancing_thread(void **state)
     tw_destroy(s);
 }
 
+/* Whether thread `tid` of this process is named `name` (false if it
+ * ended while we listed). */
+static bool task_named(const char *tid, const char *name)
+{
+    char path[300], comm[32] = "";
+    snprintf(path, sizeof path, "/proc/self/task/%s/comm", tid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return false;
+    if (fgets(comm, sizeof comm, f))
+        comm[strcspn(comm, "\n")] = '\0';
+    fclose(f);
+    return strcmp(comm, name) == 0;
+}
+
 /* Threads of this process whose name (comm) is `name`. */
 static int threads_named(const char *name)
 {
     DIR *d = opendir("/proc/self/task");
     assert_non_null(d);
     int n = 0;
-    for (struct dirent *e; (e = readdir(d));) {
-        if (e->d_name[0] == '.')
-            continue;
-        char path[300], comm[32] = "";
-        snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
-        FILE *f = fopen(path, "r");
-        if (!f)
-            continue; /* the thread ended while we listed */
-        if (fgets(comm, sizeof comm, f))
-            comm[strcspn(comm, "\n")] = '\0';
-        fclose(f);
-        n += strcmp(comm, name) == 0;
-    }
+    for (struct dirent *e; (e = readdir(d));)
+        n += e->d_name[0] != '.' && task_named(e->d_name, name);
     closedir(d);
     return n;
 }
@@ -397,17 +401,7 @@ static int attrs_named(const char *name, sched_attr0 *out, int max)
     assert_non_null(d);
     int n = 0;
     for (struct dirent *e; (e = readdir(d)) && n < max;) {
-        if (e->d_name[0] == '.')
-            continue;
-        char path[300], comm[32] = "";
-        snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
-        FILE *f = fopen(path, "r");
-        if (!f)
-            continue;
-        if (fgets(comm, sizeof comm, f))
-            comm[strcspn(comm, "\n")] = '\0';
-        fclose(f);
-        if (strcmp(comm, name) != 0)
+        if (e->d_name[0] == '.' || !task_named(e->d_name, name))
             continue;
         for (int i = 0; i < 10000 && slept(e->d_name) < 1; i++)
             t_sleep_ns(100 * T_US);
