@@ -1203,6 +1203,20 @@ int  tw__thread_start(pthread_t *t, void *(*fn)(void *), void *arg, const char *
  * time slice under SCHED_OTHER (threads.c says why). */
 #define TW_THREAD_SLICE_NS 100000u
 void tw__thread_hint_latency(void);
+/* struct sched_attr as the kernel reads it in its first version (48
+ * bytes), for the hint and the tests that read it back: glibc before 2.41
+ * has no declaration, and <linux/sched/types.h> clashes with <sched.h>. */
+typedef struct tw_sched_attr {
+    uint32_t size;
+    uint32_t policy;
+    uint64_t flags;
+    int32_t nice;
+    uint32_t priority;
+    uint64_t runtime; /* SCHED_OTHER since Linux 6.12: the slice asked for */
+    uint64_t deadline;
+    uint64_t period;
+} tw_sched_attr;
+_Static_assert(sizeof(tw_sched_attr) == 48, "SCHED_ATTR_SIZE_VER0");
 /* The thread runs callback t of s (or any of s's: _of), innermost or held
  * outside one of its holds. */
 bool tw__in_callback(const tw_service *s, tw_timer t);

@@ -143,20 +143,7 @@ int tw__thread_start(pthread_t *t, void *(*fn)(void *), void *arg, const char *n
 
 /* ---- a started thread's hints ---------------------------------------------- */
 
-/* struct sched_attr as the kernel reads it in its first version (48
- * bytes): glibc before 2.41 has no declaration, and <linux/sched/types.h>
- * clashes with <sched.h>. */
-typedef struct tw_sched_attr {
-    uint32_t size;
-    uint32_t policy;
-    uint64_t flags;
-    int32_t nice;
-    uint32_t priority;
-    uint64_t runtime; /* SCHED_OTHER since Linux 6.12: the slice asked for */
-    uint64_t deadline;
-    uint64_t period;
-} tw_sched_attr;
-_Static_assert(sizeof(tw_sched_attr) == 48, "SCHED_ATTR_SIZE_VER0");
+/* tw_sched_attr: internal.h. */
 
 #define TW_SCHED_OTHER          0u
 #define TW_SCHED_RESET_ON_FORK  1u /* SCHED_FLAG_RESET_ON_FORK */

@@ -362,23 +362,15 @@ static void service_threads_are_named(void **state)
 
 /* ---- the library's threads ask for a short slice (threads.c) ---- */
 
-typedef struct sched_attr0 { /* struct sched_attr, first version */
-    uint32_t size, policy;
-    uint64_t flags;
-    int32_t nice;
-    uint32_t priority;
-    uint64_t runtime, deadline, period;
-} sched_attr0;
-
-static sched_attr0 attr_of(pid_t tid)
+static tw_sched_attr attr_of(pid_t tid)
 {
-    sched_attr0 a = {0};
+    tw_sched_attr a = {0};
     assert_int_equal(syscall(SYS_sched_getattr, tid, &a, (unsigned)sizeof a, 0u), 0);
     return a;
 }
 
 /* The attributes of every thread named `name`; returns how many. */
-static int attrs_named(const char *name, sched_attr0 *out, int max)
+static int attrs_named(const char *name, tw_sched_attr *out, int max)
 {
     DIR *d = opendir("/proc/self/task");
     assert_non_null(d);
@@ -396,7 +388,7 @@ static int attrs_named(const char *name, sched_attr0 *out, int max)
  * a throwaway thread asks for one and reads it back. */
 static void *probe_slice(void *arg)
 {
-    sched_attr0 a = attr_of(0);
+    tw_sched_attr a = attr_of(0);
     a.size = sizeof a;
     a.flags = 0;
     a.runtime = TW_THREAD_SLICE_NS;
@@ -418,7 +410,7 @@ static bool kernel_keeps_slices(void)
  * the attributes of its cursor and workers are read there. */
 typedef struct made_by {
     int policy, nice;
-    sched_attr0 cursor[1], workers[4];
+    tw_sched_attr cursor[1], workers[4];
     int cursors, nworkers;
 } made_by;
 
