@@ -9,9 +9,9 @@
 # (cmake Release, -DTW_BUILD_BENCH=ON, into build/bench), the Java peers
 # (javac against the packaged netty-common.jar) and the Go peer (go build,
 # offline: GOPROXY=off, standard library only, into build/bench/go), and runs
-# every workload, one fresh process per implementation and workload (WL1,
-# WL1b and WL3 three times each, WL2, WL5 and WL6 in three rounds that take
-# every implementation in turn: min/median/max; each WL2 process after
+# every workload, one fresh process per implementation and workload (WL4
+# once, the others in three rounds that take every implementation in turn:
+# min/median/max; each WL2 process after
 # twwarm, bench/warm.c, which touches and frees more memory than it takes),
 # against:
 #
@@ -196,7 +196,6 @@ run_wl2() {
 for wl in $WLS; do
   for impl in $IMPLS; do
     case $wl in
-      1|1b|3) run "$impl" "$wl" --repeat 3 ;;
       2) for n in $WL2_NS; do run_wl2 "$impl" "$n"; done ;;
       *) run "$impl" "$wl" ;;
     esac
@@ -213,11 +212,16 @@ done
 # WL2 too: one process a figure varied 2x between two runs of the same
 # binary (schedules at 1M: 8.8M and 13.9M, 2026-11-28), and each of its
 # processes measures one size, so its rounds are fresh processes as well.
+# WL1, WL1b and WL3 as well: their three runs were one process each
+# (--repeat 3), and a spell of a minute took a whole column (WL1 P=1 of the
+# configured column at 26-29M in all three of one process, the defaults'
+# 47-55M in the process before it, 2026-11-29 12:35).
 for round in 2 3; do
   for wl in $WLS; do
     case $wl in
       2) for impl in $IMPLS; do for n in $WL2_NS; do run_wl2 "$impl" "$n"; done; done ;;
-      5|6) for impl in $IMPLS; do run "$impl" "$wl"; done ;;
+      4) ;;
+      *) for impl in $IMPLS; do run "$impl" "$wl"; done ;;
     esac
   done
 done
