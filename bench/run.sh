@@ -248,6 +248,26 @@ for cfgd in 0 1; do
 done
 
 # ---- table ------------------------------------------------------------------------------
+# Callback threads: WL5 (a burst) and WL3 (lateness under load) with 0, 1,
+# 2 and 4 workers (tw_config.workers; 0: the cursor runs the callbacks
+# itself) for timerwheel's two columns and the heap (whose dispatcher
+# needs at least one worker: its 0 is 1): WORKERS lines, printed after
+# BESIDE. One process each: figures for choosing the count, outside the
+# table and its ratios. Every configuration field is a path users take;
+# this one had none until 2026-11-29, when its first run found a burst's
+# first callback 75 ms late and 18.7M callbacks/s on workers = 0.
+echo "# running the workers sweep" >&2
+for w in 0 1 2 4; do
+  for impl in timerwheel timerwheel-cfg heap; do
+    wants "$impl" || continue
+    if ! "$TWBENCH" --impl "$impl" --wl 5,3 --workers "$w" $QUICK \
+         2>"$BUILD_DIR/logs/workers-$impl-$w.log" | sed 's/^/WORKERS /' >>"$RESULTS"; then
+      FAILED+=("workers sweep: $impl, workers=$w")
+      echo "FAILED WORKERS $impl $w" >>"$RESULTS"
+      sed 's/^/#   /' "$BUILD_DIR/logs/workers-$impl-$w.log" >&2
+    fi
+  done
+done
 
 echo
 echo "# WL1/WL1b/WL2/WL3/WL5/WL6: median (min-max) of 3 runs. Ratio: the worse of the two timerwheel columns (named: def"
@@ -361,6 +381,29 @@ grep '^FLOOR ' "$RESULTS" || echo "(no figures: twfloor failed, see $BUILD_DIR/l
 echo
 echo "# timers beside a burst (bench/beside.c): probes due before the burst's instant"
 grep '^BESIDE ' "$RESULTS" | sed 's/^BESIDE //' || echo "(no figures: beside failed, see $BUILD_DIR/logs/beside.log)"
+
+echo
+echo "# callback threads (tw_config.workers; 0: on the cursor; the heap's 0 is 1): one process each,"
+echo "# WL5 burst and WL3 at the 1 ms tick"
+awk '$1 == "WORKERS" && $2 ~ /^WL[35]$/ && $5 !~ /^tick_us=/ {
+  impl = substr($4, 6); split($5, kv, "="); fig = $2 " " kv[1]
+  if (!(impl in seen)) { seen[impl] = 1; rows[++nr] = impl }
+  if (!(fig in fseen)) { fseen[fig] = 1; figs[++nf] = fig; unit[fig] = $6 }
+  v = kv[2]
+  if (unit[fig] == "callbacks/s") v = sprintf("%.2fM", v / 1e6)
+  val[impl, fig] = v
+}
+END {
+  if (nr == 0) { print "(no figures: the sweep failed, see the logs)"; exit }
+  line = sprintf("%-20s", "impl@workers")
+  for (f = 1; f <= nf; f++) { h = figs[f]; sub(/lateness_/, "", h); sub(/callbacks_per_s/, "cb/s", h); sub(/first_callback_after_deadline_ms/, "first", h); line = line sprintf(" | %14s", h " [" (unit[figs[f]] == "callbacks/s" ? "/s" : unit[figs[f]]) "]") }
+  print line
+  for (r = 1; r <= nr; r++) {
+    line = sprintf("%-20s", rows[r])
+    for (f = 1; f <= nf; f++) line = line sprintf(" | %14s", ((rows[r], figs[f]) in val) ? val[rows[r], figs[f]] : "-")
+    print line
+  }
+}' "$RESULTS"
 
 if [ ${#FAILED[@]} -gt 0 ]; then
   echo

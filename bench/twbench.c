@@ -8,7 +8,7 @@
  * (peers/go/); bench/run.sh runs everything and prints one table.
  *
  *   twbench [--impl NAME[,NAME...]]... [--wl LIST] [--repeat N] [--p P] [--n N]
- *           [--quick]
+ *           [--workers W] [--quick]
  *
  *   --impl    timerwheel, timerwheel-cfg, heap, libevent or all (default
  *             all); repeatable
@@ -21,6 +21,10 @@
  *             three)
  *   --n       WL2 at this N only (run.sh runs each N in a fresh process, so
  *             that memory freed by one size does not hide the next's RSS)
+ *   --workers callback threads of timerwheel (0: callbacks on the cursor)
+ *             and the heap (default 2, the table's); each line then names
+ *             the count in its impl (impl=timerwheel@w0), so that
+ *             run.sh's sweep (bench/run.sh, "workers") stays out of the table
  *   --quick   scaled-down sizes and durations, for a smoke run
  *
  * Output: one line per figure on stdout, `WLn name param=value figure=value
@@ -116,10 +120,14 @@ static void *xcalloc(size_t n, size_t size)
 }
 
 /* working_set: the most timers the workload has in use at once (bench_cfg). */
+/* --workers: callback threads of the implementations that have a pool
+ * (timerwheel: 0 runs callbacks on the cursor; the heap: at least 1). */
+static unsigned bench_workers = WL5_WORKERS;
+
 static void *create_or_die(const char *wl, const bench_impl *im, uint64_t tick_ns,
                            uint64_t working_set)
 {
-    bench_cfg cfg = { .tick_ns = tick_ns, .workers = WL5_WORKERS, .max_timers = working_set };
+    bench_cfg cfg = { .tick_ns = tick_ns, .workers = bench_workers, .max_timers = working_set };
     void *svc = im->create(&cfg);
     if (!svc)
         fail(wl, im, "create failed");
@@ -882,7 +890,7 @@ static void usage(void)
 {
     fprintf(stderr,
             "usage: twbench [--impl NAME[,NAME...]]... [--wl LIST] [--repeat N] [--p P] [--n N]\n"
-            "               [--quick]\n"
+            "               [--workers W] [--quick]\n"
             "  --impl    timerwheel, timerwheel-cfg, heap, libevent or all (default all);\n"
             "            repeatable\n"
             "  --wl      workloads, e.g. 1,3,5 or WL2; 1b is WL1 in blocks of 16\n"
@@ -891,6 +899,8 @@ static void usage(void)
             "  --p       WL1 and WL1b with P = 1, 2 or 8 producers only (default all three)\n"
             "  --n       WL2 at this N only (default both sizes; a fresh process per N\n"
             "            keeps one size's freed memory out of the next one's RSS)\n"
+            "  --workers callback threads of timerwheel (0: on the cursor) and the heap\n"
+            "            (default 2); each line then names it: impl=heap@w4\n"
             "  --quick   scaled-down sizes and durations (smoke run)\n");
     exit(2);
 }
@@ -987,6 +997,7 @@ int main(int argc, char **argv)
 {
     int chosen[N_IMPLS] = { 0 }, any_impl = 0, wl[N_WLS] = { 0 }, any_wl = 0;
     long repeat = 1;
+    int workers_given = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--quick")) {
@@ -1005,6 +1016,13 @@ int main(int argc, char **argv)
             wl2_only_n = strtoull(argv[++i], NULL, 10);
             if (wl2_only_n < 2 || wl2_only_n > UINT32_MAX)
                 usage();
+        } else if (!strcmp(a, "--workers") && i + 1 < argc) {
+            char *end;
+            unsigned long w = strtoul(argv[++i], &end, 10);
+            if (*end || w > 64)
+                usage();
+            bench_workers = (unsigned)w;
+            workers_given = 1;
         } else if (!strcmp(a, "--repeat") && i + 1 < argc) {
             repeat = strtol(argv[++i], NULL, 10);
             if (repeat < 1)
@@ -1020,11 +1038,19 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < N_IMPLS; i++) {
         if (!chosen[i])
             continue;
-        fprintf(stderr, "twbench: impl=%s (callbacks on: %s)%s\n", all_impls[i]->name,
-                all_impls[i]->callbacks_on, sz == &quick_sizes ? " --quick" : "");
+        /* With --workers, every line names the count (impl=heap@w4), so
+         * that such runs never mix with the table's (2 workers). */
+        bench_impl named = *all_impls[i];
+        char name[64];
+        if (workers_given) {
+            snprintf(name, sizeof name, "%s@w%u", named.name, bench_workers);
+            named.name = name;
+        }
+        fprintf(stderr, "twbench: impl=%s (callbacks on: %s)%s\n", named.name,
+                named.callbacks_on, sz == &quick_sizes ? " --quick" : "");
         for (size_t w = 0; w < N_WLS; w++)
             for (long r = 0; wl[w] && r < repeat; r++)
-                run_workload(all_impls[i], wl_nums[w]);
+                run_workload(&named, wl_nums[w]);
     }
     return 0;
 }

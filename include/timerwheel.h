@@ -162,7 +162,9 @@ typedef struct tw_config {
                                 made when its slot is first used. A fuller slot
                                 grows (stats.overflowed), it never refuses. */
     uint32_t workers;        /* worker threads, 0 .. 1024, default 2;
-                                0 = callbacks run on the cursor thread */
+                                0 = callbacks run on the cursor thread, after
+                                its step to their tick (tick-rounded: no
+                                start inside a tick, README guarantee 1) */
     uint64_t max_timers;     /* cap on pending timers (armed, and not yet
                                 started, cancelled or dropped), 0 .. 2^31 - 1;
                                 0 = memory is the limit. Past it the arming

@@ -1072,13 +1072,11 @@ typedef struct tw_pool {
     tw_worker *worker;           /* nworkers of them */
 } tw_pool;
 
-/* Run one claimed timer: FIRING -> RUNNING -> callback -> end or re-arm.
- * Any runner thread (cursor, worker, tw_advance caller). */
-void tw__run_timer(tw_service *s, tw_timer h);
 /* Hand the step's due list to the pool (or run it inline if no pool). */
 void tw__deliver(tw_service *s);
-/* In the middle of a step (pool only): hand the due list to the pool as
- * far as there are batches for it; what is left stays for tw__deliver. */
+/* In the middle of a step: hand the due list to the pool as far as there
+ * are batches for it; what is left stays for tw__deliver, which runs it
+ * all on this thread when there is no pool (workers = 0). */
 void tw__deliver_early(tw_service *s);
 int  tw__pool_start(tw_service *s, uint32_t nthreads);
 /* tw_stop has begun: runners waiting for a deadline give it up. */

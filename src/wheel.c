@@ -947,7 +947,7 @@ static void take_entries(tw_service *s, uint64_t T)
     deliver_claims(s, TW_PIPELINE);
 }
 
-/* ---- early claims of a large slot (the cursor, with a worker pool) -------- */
+/* ---- early claims of a large slot (the cursor) ---------------------------- */
 
 /*
  * A million timers due in one tick cost the drainer some 40 ns each to
@@ -1006,6 +1006,15 @@ static void take_entries(tw_service *s, uint64_t T)
  * giving way to earlier ticks between pieces (claim_room), so neither the
  * take (the slot closed) nor the pieces after it wait for page faults.
  *
+ * Without workers (workers = 0: the cursor runs the callbacks itself,
+ * after the step, never inside it) the claim is made early all the same,
+ * and what it staged stays in the due list at the hand-over
+ * (tw__deliver_early leaves it there): the step to T takes what was placed
+ * since and runs the lot. Claimed at the tick instead, a burst's first
+ * callback waited for the claim of the whole slot: WL5 on workers = 0
+ * started its first callback 75 ms after the deadline, against 0.06 ms
+ * with two workers (twbench --workers 0, 2026-11-29).
+ *
  * Claimed early, a timer is still pending and behaves as any claimed one:
  * a cancel frees it (its staged handle then finds nothing to run), a
  * reschedule takes it back and places it again, tw_stop drops it,
@@ -1028,8 +1037,7 @@ static uint64_t slot_entries(const tw_wheel *w, uint32_t l, uint32_t i)
 uint64_t tw__wheel_big_slot(tw_service *s, uint64_t T)
 {
     const tw_wheel *w = &s->wheel;
-    if (s->pool.nthreads == 0 ||
-        ((w->staged.n != 0 || w->stash.n != 0) && w->staged_tick != T) ||
+    if (((w->staged.n != 0 || w->stash.n != 0) && w->staged_tick != T) ||
         (w->stash.n != 0 && w->stash_parked))
         return 0; /* one tick staged at a time; a parked claim waits for the step */
     uint32_t i = (uint32_t)(T & (w->nslots - 1));

@@ -4,10 +4,11 @@
  * timers, with exact accounting.
  *
  *     burst_claim [threads=2] [burst=40000] [seconds=$TW_STRESS_SECONDS|3]
- *                 [configured=0] [require=1] [seed]
+ *                 [configured=0] [require=1] [seed] [workers=2]
  *
- * Rounds until `seconds` have passed, each on a fresh MONOTONIC service (2
- * workers, 1 ms tick; configured = 1: 1024 slots and max_timers at the
+ * Rounds until `seconds` have passed, each on a fresh MONOTONIC service
+ * (`workers` workers, 0: the cursor runs the callbacks itself, after its
+ * steps; 1 ms tick; configured = 1: 1024 slots and max_timers at the
  * burst plus room for the rest): the main thread arms `burst` timers due
  * at one instant D, 150 ms after the arming began (time enough to arm
  * them under TSan, so that their slot is claimed early: they are more than
@@ -161,6 +162,7 @@ static void check_rec(const char *who, size_t i, const bc_rec *r, uint64_t *fire
  * (beside a busy loop, with injected yields) 8 claims in 111 rounds, none
  * that gave the cursor back, and the run failed its `require`. */
 static uint64_t g_lead_ns = LEAD_NS;
+static uint32_t g_workers = 2;
 
 static void lengthen_lead_if_late(uint64_t armed_at)
 {
@@ -176,7 +178,7 @@ static void one_round(toucher *t, int configured, totals *tot)
 {
     tw_config cfg;
     tw_config_init(&cfg);
-    cfg.workers = 2;
+    cfg.workers = g_workers;
     cfg.tick_ns = MS;
     if (configured) {
         cfg.wheel_slots = 1024;
@@ -263,6 +265,7 @@ int main(int argc, char **argv)
     int configured = (int)st_arg(argc, argv, 4, 0);
     int require = (int)st_arg(argc, argv, 5, 1);
     uint64_t seed = st_arg(argc, argv, 6, st_seed_default());
+    g_workers = (uint32_t)st_arg(argc, argv, 7, 2);
     if (g_threads < 1 || g_threads > 16 || g_nburst < 20000) {
         fprintf(stderr, "burst_claim: 1..16 threads, a burst of 20000 or more\n");
         return 2;

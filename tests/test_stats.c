@@ -178,10 +178,9 @@ static void burst_run(tw_timer t, void *arg)
     atomic_store_explicit(&b->runs, k + 1, memory_order_release);
 }
 
-static void lateness_counted_in_batches(void **state)
+static void lateness_counted_on(unsigned workers)
 {
-    (void)state;
-    tw_service *s = t_monotonic(1, T_MS);
+    tw_service *s = t_monotonic(workers, T_MS);
     static burst_rec b;
     memset(&b, 0, sizeof b);
     b.s = s;
@@ -225,6 +224,22 @@ static void lateness_counted_in_batches(void **state)
     assert_true(used >= 2); /* 3 under valgrind, where it starts late; 7 natively */
     assert_true(st.max_lateness_ns >= lo_max && st.max_lateness_ns <= hi_max);
     tw_destroy(s);
+}
+
+static void lateness_counted_in_batches(void **state)
+{
+    (void)state;
+    lateness_counted_on(1);
+}
+
+/* workers = 0: the cursor runs the burst itself, one list (workers.c,
+ * run_inline), with the clock read every few runs as a worker's batch
+ * does; the same bounds hold (planted: one read for the whole list put
+ * every run in the first one's bucket). */
+static void lateness_counted_inline(void **state)
+{
+    (void)state;
+    lateness_counted_on(0);
 }
 
 static void counters_match_operations(void **state)
@@ -272,6 +287,7 @@ int main(void)
         cmocka_unit_test_setup(ticks_count_processed_ticks, setup),
         cmocka_unit_test_setup(lateness_max_and_histogram, setup),
         cmocka_unit_test_setup(lateness_counted_in_batches, setup),
+        cmocka_unit_test_setup(lateness_counted_inline, setup),
         cmocka_unit_test_setup(counters_match_operations, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -503,13 +503,14 @@ static tw_service *early_try(tw_config *cfg, early *e, tw_timer *h, uint64_t *du
     return NULL;
 }
 
-/* A service with 2 workers whose EARLY_N timers (*e, *h) due at *due
- * were claimed early. Three tries: a cursor that never claims early fails
- * all three. */
-static tw_service *claimed_early(tw_config *cfg, early **e, tw_timer **h, uint64_t *due)
+/* A service with `workers` workers (0: the cursor runs the callbacks)
+ * whose EARLY_N timers (*e, *h) due at *due were claimed early. Three
+ * tries: a cursor that never claims early fails all three. */
+static tw_service *claimed_early_on(unsigned workers, tw_config *cfg, early **e, tw_timer **h,
+                                    uint64_t *due)
 {
     tw_config_init(cfg);
-    cfg->workers = 2;
+    cfg->workers = workers;
     *e = calloc(EARLY_N, sizeof **e);
     *h = calloc(EARLY_N, sizeof **h);
     assert_non_null(*e);
@@ -526,14 +527,18 @@ static tw_service *claimed_early(tw_config *cfg, early **e, tw_timer **h, uint64
     return s;
 }
 
-static void large_slot_claimed_early(void **state)
+static tw_service *claimed_early(tw_config *cfg, early **e, tw_timer **h, uint64_t *due)
 {
-    (void)state;
+    return claimed_early_on(2, cfg, e, h, due);
+}
+
+static void large_slot_claimed_early_on(unsigned workers)
+{
     tw_config cfg;
     early *e;
     tw_timer *h;
     uint64_t due;
-    tw_service *s = claimed_early(&cfg, &e, &h, &due);
+    tw_service *s = claimed_early_on(workers, &cfg, &e, &h, &due);
     /* Claimed timers are pending until they start: they are all counted,
      * and the next due time is at most the tick's. The walk is made with
      * the service paused: under TSan the claim is seen only after the
@@ -598,6 +603,25 @@ static void large_slot_claimed_early(void **state)
     tw_destroy(s);
     free(e);
     free(h);
+}
+
+static void large_slot_claimed_early(void **state)
+{
+    (void)state;
+    large_slot_claimed_early_on(2);
+}
+
+/* workers = 0: the cursor claims the slot early as well, and runs its
+ * timers itself after the step to their tick (wheel.c): before, it
+ * claimed a million at the tick and only then ran the first (WL5 on
+ * workers = 0: 75 ms after the deadline). The same checks: claimed
+ * timers pending until they start, cancel and move still work, every
+ * other one runs once, none early (an inline run of a timer not yet due
+ * aborts: workers.c, run_inline). */
+static void large_slot_claimed_early_without_workers(void **state)
+{
+    (void)state;
+    large_slot_claimed_early_on(0);
 }
 
 /* An early claim that its tick overtakes (a slot still filling while it is
@@ -1016,6 +1040,7 @@ int main(void)
         cmocka_unit_test(a_worker_joins_where_it_pays),
         cmocka_unit_test(a_watcher_moves_off_a_busy_cpu_keeping_its_mask),
         cmocka_unit_test(large_slot_claimed_early),
+        cmocka_unit_test(large_slot_claimed_early_without_workers),
         cmocka_unit_test(early_claim_overtaken_by_its_tick),
         cmocka_unit_test(early_claim_handed_over_before_its_tick),
         cmocka_unit_test(early_claim_waits_rather_than_grow_near_its_tick),
