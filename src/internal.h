@@ -838,13 +838,16 @@ uint64_t tw__wheel_overflowed(tw_service *s);
 uint64_t tw__wheel_entries(tw_service *s);
 /* The earliest tick after cur with work, or UINT64_MAX. Drainer only. */
 uint64_t tw__wheel_next_work(tw_service *s);
-/* Early claims (wheel.c; the cursor, with a worker pool): the entries in
+/* Early claims (wheel.c; the cursor): the entries in
  * T's level-0 slot if they are enough to claim before T (else 0); claim
  * them, for the step to T to hand over first. stop_at: the service clock
  * reading at which the cursor would step to T; a claim still going then
  * hands over what it has and delivers the rest itself. */
 uint64_t tw__wheel_big_slot(tw_service *s, uint64_t T);
 void tw__wheel_claim_early(tw_service *s, uint64_t T, uint64_t stop_at);
+/* workers = 0: what a claim staged for a tick at or before T, moved to the
+ * due list for tw__deliver before the step to T; false if nothing. */
+bool tw__wheel_take_staged(tw_service *s, uint64_t T);
 /* A claim that gave the cursor back for an earlier tick (wheel.c,
  * suspended claims) and may go on now: true, and its tick in *T. */
 bool tw__wheel_claim_resumable(tw_service *s, uint64_t *T);

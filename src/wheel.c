@@ -1007,10 +1007,10 @@ static void take_entries(tw_service *s, uint64_t T)
  * take (the slot closed) nor the pieces after it wait for page faults.
  *
  * Without workers (workers = 0: the cursor runs the callbacks itself,
- * after the step, never inside it) the claim is made early all the same,
- * and what it staged stays in the due list at the hand-over
- * (tw__deliver_early leaves it there): the step to T takes what was placed
- * since and runs the lot. Claimed at the tick instead, a burst's first
+ * between steps, never inside one) the claim is made early all the same;
+ * the cursor runs what it staged just before the step to T
+ * (tw__wheel_take_staged), and a hand-over inside a step (a claim gone
+ * late) leaves it in the due list (tw__deliver_early), which runs after. Claimed at the tick instead, a burst's first
  * callback waited for the claim of the whole slot: WL5 on workers = 0
  * started its first callback 75 ms after the deadline, against 0.06 ms
  * with two workers (twbench --workers 0, 2026-11-29).
@@ -1357,6 +1357,21 @@ static void hand_over_staged(tw_service *s, uint64_t T)
     }
     tw__vec_clear(&w->staged);
     tw__deliver_early(s);
+}
+
+/* Without workers, what an early claim staged for a tick the cursor is
+ * about to step to (T: at or past it) runs before that step, as a pool
+ * has it handed over first (hand_over_staged): the step would put it
+ * behind its drains, the claim of a parked stash and the ordering of the
+ * whole list. Every staged timer is due: there is no lookahead without
+ * workers (cursor.c), so the cursor steps to T only at T's boundary. */
+bool tw__wheel_take_staged(tw_service *s, uint64_t T)
+{
+    tw_wheel *w = &s->wheel;
+    if (s->pool.nthreads != 0 || w->staged.n == 0 || w->staged_tick > T || w->due.n != 0)
+        return false;
+    tw__vec_swap(&w->due, &w->staged);
+    return true;
 }
 
 /* ---- compaction (the drainer only) ---------------------------------------- */
