@@ -2,7 +2,9 @@
  * cursor.c: the cursor thread of a MONOTONIC service: it drives the wheel's
  * step (wheel.c) from CLOCK_MONOTONIC and hands what is due to the runners
  * (workers.c). It never waits for a producer and never runs a callback
- * while it is inside the wheel (workers = 0 runs them after the step).
+ * inside a step (workers = 0 runs them between steps: after a step, what
+ * an early claim staged just before the step to its tick, and on an early
+ * claim's late path at the claim's end, wheel.c).
  *
  * The loop:
  *   - while the service is paused (pause.c), sleep until tw_resume: the
@@ -203,6 +205,19 @@ static uint64_t early_lead(const tw_service *s, uint64_t n)
     return ticks < cap ? ticks : cap;
 }
 
+/* How many ticks before its epoch a slot of n entries above level 0 is
+ * drained into level 0 (wheel.c, early cascades): its placement (80-150
+ * ns an entry: TW_CASCADE_NS_PER_ENTRY with room to spare) and then the
+ * early claim of the slot it fills (early_lead's), at most `room`, where
+ * every entry still lands in level 0. */
+#define TW_CASCADE_NS_PER_ENTRY 250u
+
+static uint64_t cascade_lead(const tw_service *s, uint64_t n, uint64_t room)
+{
+    uint64_t ticks = early_lead(s, n) + n * TW_CASCADE_NS_PER_ENTRY / s->cfg.tick_ns;
+    return ticks < room ? ticks : room;
+}
+
 /* Idle long enough to populate a step of records (see the top): the
  * next work is at least TW_PREFAULT_SLACK_NS away, and twice as far as
  * the slowest recent step took. A step (1.25 MiB) took 6-15 ms on a 2-core
@@ -271,6 +286,16 @@ static void cursor_sleep(tw_service *s, uint64_t cur, uint64_t now)
     if (w <= cur + 1) {
         tw__clock_sleep_until_service(s, tick_start(s, cur + 1));
         return;
+    }
+    uint32_t level;
+    uint64_t room;
+    uint64_t many = w == UINT64_MAX ? 0 : tw__wheel_big_cascade(s, w, &level, &room);
+    if (many) {
+        uint64_t lead = cascade_lead(s, many, room);
+        if (w - cur <= lead && tw__wheel_cascade_early(s, w, level))
+            return; /* the loop plans again: the level-0 slot it filled is next */
+        if (w - cur > lead)
+            w -= lead; /* wake up in time to drain it */
     }
     uint64_t big = w == UINT64_MAX ? 0 : tw__wheel_big_slot(s, w);
     if (big) {

@@ -101,6 +101,9 @@ enum {
     TW_RARE_SPILL_REFUSED,/* ... and was refused one: it held as many entries as
                              timers were pending, or it was full, or no memory */
     TW_RARE_SPILL_HUGE,   /* ... asked for a page behind a backlog to be huge (defer.c) */
+    TW_RARE_EARLY_CASCADE,/* a large slot of a level above 0 was drained before its
+                             epoch, into level 0 (wheel.c, early cascades;
+                             tests/test_workers.c) */
     TW_RARE_COUNT
 };
 
@@ -848,6 +851,14 @@ void tw__wheel_claim_early(tw_service *s, uint64_t T, uint64_t stop_at);
 /* workers = 0: what a claim staged for a tick at or before T, moved to the
  * due list for tw__deliver before the step to T; false if nothing. */
 bool tw__wheel_take_staged(tw_service *s, uint64_t T);
+/* Early cascades (wheel.c; the cursor): the entries in the slot of a level
+ * above 0 whose next epoch is e, if they are enough to drain before e
+ * (else 0), with *level its level and *room the most ticks before e that
+ * all of them fall within level 0's turn once placed again. */
+uint64_t tw__wheel_big_cascade(tw_service *s, uint64_t e, uint32_t *level, uint64_t *room);
+/* Drain that slot now, into level 0; false (nothing done) if it is not
+ * yet within room of cur, or no longer e's. */
+bool tw__wheel_cascade_early(tw_service *s, uint64_t e, uint32_t level);
 /* A claim that gave the cursor back for an earlier tick (wheel.c,
  * suspended claims) and may go on now: true, and its tick in *T. */
 bool tw__wheel_claim_resumable(tw_service *s, uint64_t *T);

@@ -731,6 +731,15 @@ uint64_t tw__due_tick_of_key(const tw_service *s, uint64_t key)
 
 void tw__claim_floor_set(tw_service *s, uint64_t tick)
 {
+    /* Timers an early claim staged (workers = 0: the cursor runs them
+     * itself, wheel.c) are claimed and not in the list being run: the
+     * floor stays at or below their tick. Without this, a list of an
+     * earlier tick run meanwhile raised the floor past them, to UINT64_MAX
+     * at its end, and tw_next_due answered "nothing pending" (a review's
+     * program, 2026-11-29). */
+    const tw_wheel *w = &s->wheel;
+    if (w->staged.n != 0 && w->staged_tick < tick)
+        tick = w->staged_tick;
     /* Release: pairs with tw_next_due's acquire; the inline runner is the
      * drainer, the floor's only writer. */
     atomic_store_explicit(&s->wheel.claim_floor, tick, memory_order_release);
@@ -888,7 +897,7 @@ void tw__wheel_step(tw_service *s, uint64_t T)
  * their deadline); each such part is ordered earliest first, the step's
  * whole list only when it is handed over at once. Inline runners (the
  * MANUAL clock, workers = 0) get the whole list after the step: they run
- * callbacks on this thread, and never inside the step. */
+ * callbacks on this thread, and never inside a step. */
 #define TW_PIPELINE 4096
 
 /* How far ahead the claims fetch records: a burst's records were last
@@ -1364,13 +1373,87 @@ static void hand_over_staged(tw_service *s, uint64_t T)
  * has it handed over first (hand_over_staged): the step would put it
  * behind its drains, the claim of a parked stash and the ordering of the
  * whole list. Every staged timer is due: there is no lookahead without
- * workers (cursor.c), so the cursor steps to T only at T's boundary. */
+ * workers (cursor.c), so the cursor steps to T only at T's boundary. Not
+ * when a tick before the staged one has work (a late cursor): the step
+ * then runs that work first, in the order of the whole list (earliest
+ * first), as it did before; a burst run first made a timer of an earlier
+ * tick wait for the whole burst (45-50 ms instead of 12: a review,
+ * 2026-11-29). */
 bool tw__wheel_take_staged(tw_service *s, uint64_t T)
 {
     tw_wheel *w = &s->wheel;
-    if (s->pool.nthreads != 0 || w->staged.n == 0 || w->staged_tick > T || w->due.n != 0)
+    if (s->pool.nthreads != 0 || w->staged.n == 0 || w->staged_tick > T || w->due.n != 0 ||
+        tw__wheel_next_work(s) < w->staged_tick)
         return false;
     tw__vec_swap(&w->due, &w->staged);
+    return true;
+}
+
+/* ---- early cascades (the cursor) -------------------------------------------- */
+
+/*
+ * A burst armed further ahead than a level-0 turn (a million sessions
+ * armed at start-up with a 10 s timeout) waits in a slot of level 1 or
+ * above, whose epoch lies up to 2^(step * l) - 1 ticks before the burst's
+ * tick. The step to that epoch placed it again entry by entry, 80-150 ns
+ * each: a million took 100-150 ms there, so the level-0 slot it filled
+ * came too late for its early claim, and the first callback 115-150 ms
+ * after the deadline whenever the tick was not the epoch itself (defaults
+ * and 1024 slots alike; WL5 with 16 or 64 slots a level, whose +200 ms is
+ * beyond level 0: 132 ms; 2026-11-29). So when the cursor is about to
+ * sleep and the next work is such a slot's epoch, the slot holding at
+ * least TW_EARLY_MIN entries, it drains that slot before its epoch, as
+ * soon as every entry in it falls within level 0's turn once placed again
+ * (tw__wheel_cascade_early, with the lead cursor.c gives it): the entries
+ * go to their level-0 slots, the slot reopens for the same epoch, and the
+ * large level-0 slot that results is claimed early as any other. Nothing
+ * in the slot is due (its epoch is after cur), and no producer aims at
+ * it meanwhile: a placement within level 0's turn goes to level 0.
+ */
+uint64_t tw__wheel_big_cascade(tw_service *s, uint64_t e, uint32_t *level, uint64_t *room)
+{
+    const tw_wheel *w = &s->wheel;
+    /* Relaxed: only the drainer writes cur. */
+    uint64_t c = atomic_load_explicit(&w->cur, memory_order_relaxed);
+    if (w->staged.n != 0 || w->stash.n != 0)
+        return 0; /* a claim's lists first */
+    for (uint32_t l = 1; l < w->levels; l++) {
+        uint32_t sh = level_shift(w, l);
+        if (sh >= w->bits || (e & ((1ull << sh) - 1)) != 0)
+            return 0; /* no room in level 0 for its width, or not its epoch (nor above) */
+        uint32_t i = (uint32_t)((e >> sh) & (w->nslots - 1));
+        if (!slot_marked(w, l, i) || next_epoch_after(w, l, i, c) != e)
+            continue;
+        uint64_t n = slot_entries(w, l, i);
+        if (n >= TW_EARLY_MIN) {
+            *level = l;
+            *room = (1ull << w->bits) - (1ull << sh);
+            return n;
+        }
+    }
+    return 0;
+}
+
+bool tw__wheel_cascade_early(tw_service *s, uint64_t e, uint32_t l)
+{
+    tw_wheel *w = &s->wheel;
+    /* Relaxed: only the drainer writes cur. */
+    uint64_t c = atomic_load_explicit(&w->cur, memory_order_relaxed);
+    uint32_t sh = level_shift(w, l);
+    uint32_t i = (uint32_t)((e >> sh) & (w->nslots - 1));
+    if (e <= c || sh >= w->bits || next_epoch_after(w, l, i, c) != e ||
+        e + (1ull << sh) - 1 - c >= (1ull << w->bits))
+        return false; /* the step is next, or some would not land in level 0 yet */
+    tw__count_rare(s, TW_RARE_EARLY_CASCADE);
+    hands_full(w, c + 1);
+    w->step_min_tick = UINT64_MAX;
+    w->due_from = c + 1;
+    tw__seg_budget(s);
+    drain_slot(s, l, i, c); /* placed again relative to c; reopened for e */
+    order_due(w);           /* empty: nothing in it is due by c */
+    count_claims(s, c + 1);
+    hands_empty(w, c + 1);
+    tw__seg_poll(s);
     return true;
 }
 

@@ -1281,27 +1281,37 @@ static void run_batch(tw_service *s, tw_worker *me, tw_batch *b)
 }
 
 /* Inline runs (MANUAL clock, workers = 0): the due list the step claimed,
- * on the drainer's thread, after the step. One ctx for the whole list, as
- * a worker's batch has: the clock read every CLOCK_EVERY runs, records
- * fetched ahead, the records given back FREED_BATCH at a time and the
- * lateness counted when its bucket changes. The step claimed only timers
- * due by the clock it was given, and every reading here comes after it, so
- * none can be early: one that is would be a bug. Per run (a ctx, a clock
- * read and a give-back each, until 2026-11-29) a million due at once ran
- * at 18.7M callbacks/s on workers = 0, against 59M on two workers (WL5,
- * twbench --workers). */
+ * on the drainer's thread, between steps. One ctx for the whole list, as
+ * a worker's batch has: the clock read as a batch reads it (clock_every_next:
+ * about CLOCK_GAP_NS of runs between two reads, so a slow callback's
+ * successor reads it again; every 8th run, fixed, put a run 141 ms late
+ * beside seven slow ones in the figures as 1 ms: a review, 2026-11-29),
+ * records fetched ahead, the records given back FREED_BATCH at a time and
+ * the lateness counted when its bucket changes. The step claimed only
+ * timers due by the clock it was given, and every reading here comes after
+ * it, so none can be early: one that is would be a bug. Per run (a ctx, a
+ * clock read and a give-back each, until 2026-11-29) a million due at once
+ * ran at 18.7M callbacks/s on workers = 0, against 59M on two workers
+ * (WL5, twbench --workers). */
 static void run_inline(tw_service *s, const uint64_t *pairs, size_t n)
 {
     inline_list list = {.s = s, .pairs = pairs, .n = n}, *outer = inline_now;
     inline_now = &list;
     run_ctx ctx;
     run_ctx_init(&ctx, s);
-    for (size_t i = 0; i < n; i++) {
+    uint32_t every = 1;
+    uint64_t read_at = 0;
+    for (size_t i = 0, next_read = 0; i < n; i++) {
         list.at = i;
         if (i + PREFETCH_AHEAD < n)
             prefetch_record(s, pairs[2 * (i + PREFETCH_AHEAD) + 1]);
-        if (i % CLOCK_EVERY == 0)
+        if (i == next_read) {
             ctx.now = tw__clock_read(s) - s->origin;
+            if (i != 0)
+                every = clock_every_next(every, ctx.now - read_at);
+            read_at = ctx.now;
+            next_read = i + every;
+        }
         tw_timer h = pairs[2 * i + 1];
         if (run_timer_at(s, h, tw__rec(&s->rec, tw__handle_idx(h)), &ctx, false) != 0) {
             fputs("timerwheel: a timer claimed inline is not yet due\n", stderr);
@@ -1389,7 +1399,7 @@ void tw__deliver_early(tw_service *s)
     tw_vec *due = &s->wheel.due;
     size_t n = due->n / 2;
     if (s->pool.nthreads == 0)
-        return; /* callbacks run on this thread, after the step (tw__deliver) */
+        return; /* callbacks run on this thread, between steps (tw__deliver) */
     tw_run *r = n ? run_begin(&s->pool, due, n) : NULL;
     if (!r)
         return; /* the step's end runs them (tw__deliver) */

@@ -242,6 +242,53 @@ static void lateness_counted_inline(void **state)
     lateness_counted_on(0);
 }
 
+/* workers = 0, callbacks that take 20 ms each, all due at one instant: the
+ * cursor reads the clock before each (a slow run spaces the reads as a
+ * batch does, workers.c), so the last one's lateness, 140 ms, is counted
+ * as such (planted: a read every 8th run counted it as under 1 ms, a
+ * review's program, 2026-11-29). */
+enum { SLOW_N = 8 };
+static uint64_t g_slow_start[SLOW_N];
+static atomic_int g_slow_k;
+static tw_service *_Atomic g_slow_s;
+
+static void slow_run(tw_timer t, void *arg)
+{
+    (void)t;
+    (void)arg;
+    g_slow_start[atomic_fetch_add(&g_slow_k, 1)] = tw_now(atomic_load(&g_slow_s));
+    t_sleep_ns(20 * T_MS);
+}
+
+static void lateness_of_slow_inline_runs(void **state)
+{
+    (void)state;
+    tw_service *s = t_monotonic(0, T_MS);
+    atomic_store(&g_slow_s, s);
+    atomic_store(&g_slow_k, 0);
+    uint64_t at = tw_now(s) + 50 * T_MS;
+    for (int i = 0; i < SLOW_N; i++)
+        ASSERT_RC(tw_schedule_at(s, at, slow_run, NULL, NULL), TW_OK);
+    uint64_t give_up = t_mono_ns() + 30 * T_S;
+    while (atomic_load(&g_slow_k) < SLOW_N && t_mono_ns() < give_up)
+        t_sleep_ns(T_MS);
+    ASSERT_RC(tw_stop(s, NULL), TW_OK); /* the last callback returned */
+    assert_int_equal(atomic_load(&g_slow_k), SLOW_N);
+    uint64_t worst = 0;
+    for (int i = 0; i < SLOW_N; i++) {
+        assert_true(g_slow_start[i] >= at); /* never early */
+        worst = g_slow_start[i] - at > worst ? g_slow_start[i] - at : worst;
+    }
+    tw_stats st;
+    t_stats(s, &st);
+    print_message("      worst start %.1f ms late, counted %.1f ms\n", (double)worst / 1e6,
+                  (double)st.max_lateness_ns / 1e6);
+    /* Read before the run's start, after the run before it returned. */
+    assert_true(st.max_lateness_ns <= worst);
+    assert_true(st.max_lateness_ns + 2 * T_MS >= worst);
+    tw_destroy(s);
+}
+
 static void counters_match_operations(void **state)
 {
     (void)state;
@@ -288,6 +335,7 @@ int main(void)
         cmocka_unit_test_setup(lateness_max_and_histogram, setup),
         cmocka_unit_test_setup(lateness_counted_in_batches, setup),
         cmocka_unit_test_setup(lateness_counted_inline, setup),
+        cmocka_unit_test_setup(lateness_of_slow_inline_runs, setup),
         cmocka_unit_test_setup(counters_match_operations, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
