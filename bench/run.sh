@@ -35,6 +35,9 @@
 # "# hardware floor (bench/floor.c)". Then beside (bench/beside.c, ~10 s):
 # the lateness of ordinary timers armed beside a million-timer burst while
 # the cursor claims the burst (timerwheel only: both columns' settings).
+# Then a sweep of the callback threads (WL5 and WL3 on 0, 1, 2 and 4
+# workers) and farburst (bench/farburst.c, ~1 min): a burst armed beyond
+# level 0.
 #
 #   --quick       scaled-down sizes and durations (a smoke run, ~2 minutes)
 #   --no-install  do not touch packages
@@ -110,11 +113,12 @@ mkdir -p "$BUILD_DIR/logs"
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DTW_BUILD_BENCH=ON \
   -DTW_BUILD_TESTS=OFF -DTW_BUILD_STRESS=OFF -DTW_BUILD_EXAMPLES=OFF \
   >"$BUILD_DIR/logs/cmake.log" 2>&1 || { cat "$BUILD_DIR/logs/cmake.log" >&2; exit 1; }
-cmake --build "$BUILD_DIR" --target twbench twfloor beside twwarm -j "$(nproc)" \
+cmake --build "$BUILD_DIR" --target twbench twfloor beside twwarm farburst -j "$(nproc)" \
   >"$BUILD_DIR/logs/build.log" 2>&1 || { cat "$BUILD_DIR/logs/build.log" >&2; exit 1; }
 TWBENCH=$BUILD_DIR/bench/twbench
 TWFLOOR=$BUILD_DIR/bench/twfloor
 TWBESIDE=$BUILD_DIR/bench/beside
+TWFARBURST=$BUILD_DIR/bench/farburst
 TWWARM=$BUILD_DIR/bench/twwarm
 
 NETTY_JAR=
@@ -269,6 +273,23 @@ for w in 0 1 2 4; do
   done
 done
 
+# A burst beyond level 0 (bench/farburst.c): a million timers (200,000
+# with --quick) due at one instant, armed a level-0 turn or more ahead,
+# with the defaults, the configured column's settings, and no workers:
+# FARBURST lines, printed last. Until 2026-11-29 the first callback came
+# 115-150 ms after the deadline there (src/wheel.c, early cascades).
+echo "# running farburst" >&2
+FAR_N=1000000
+[ -n "$QUICK" ] && FAR_N=200000
+for far in "4096 2" "1024 2" "4096 0"; do
+  # shellcheck disable=SC2086 # two words: slots and workers
+  if ! "$TWFARBURST" "$FAR_N" $far 2>"$BUILD_DIR/logs/farburst.log" | sed 's/^/FARBURST /' >>"$RESULTS" ||
+     [ -s "$BUILD_DIR/logs/farburst.log" ]; then
+    FAILED+=("farburst $far (bench/farburst.c)")
+    sed 's/^/#   /' "$BUILD_DIR/logs/farburst.log" >&2
+  fi
+done
+
 echo
 echo "# WL1/WL1b/WL2/WL3/WL5/WL6: median (min-max) of 3 runs. Ratio: the worse of the two timerwheel columns (named: def"
 echo "# = timerwheel, cfg = timerwheel-cfg) / the best other column ('better' means timerwheel wins:"
@@ -404,6 +425,10 @@ END {
     print line
   }
 }' "$RESULTS"
+
+echo
+echo "# a burst armed beyond level 0 (bench/farburst.c): first and last callback after the deadline"
+grep '^FARBURST ' "$RESULTS" | sed 's/^FARBURST //' || echo "(no figures: farburst failed, see $BUILD_DIR/logs/farburst.log)"
 
 if [ ${#FAILED[@]} -gt 0 ]; then
   echo
