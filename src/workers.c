@@ -1206,6 +1206,27 @@ static uint32_t clock_every_next(uint32_t every, uint64_t gap)
     return every;
 }
 
+/* A runner's clock reads over a list of runs (a batch, an inline list):
+ * before run `next`, then `every` runs later (clock_every_next). */
+typedef struct clock_cadence {
+    uint32_t every;
+    size_t next;
+    uint64_t read_at;
+} clock_cadence;
+
+/* Before run i: true, with ctx->now read again, when the cadence asks. */
+static inline bool clock_read_due(tw_service *s, clock_cadence *k, size_t i, run_ctx *ctx)
+{
+    if (i != k->next)
+        return false;
+    ctx->now = tw__clock_read(s) - s->origin;
+    if (i != 0)
+        k->every = clock_every_next(k->every, ctx->now - k->read_at);
+    k->read_at = ctx->now;
+    k->next = i + k->every;
+    return true;
+}
+
 /* Relaxed (stamp, done): hints for watchers ("Joining"); nothing is read
  * through them but a judgement of speed. */
 static void note_progress(tw_worker *me, uint64_t now, uint64_t done)
@@ -1233,9 +1254,10 @@ static void run_batch(tw_service *s, tw_worker *me, tw_batch *b)
     ctx.w = me;
     if (s->cfg.max_timers != 0)
         ctx_use_worker_account(&ctx, me);
-    uint32_t every = me->every, next_read = 0, i = 0;
+    clock_cadence cadence = {.every = me->every, .next = 0, .read_at = 0};
+    uint32_t i = 0;
     /* Relaxed: our own word (only watchers read it). */
-    uint64_t done = atomic_load_explicit(&me->done, memory_order_relaxed), read_at = 0;
+    uint64_t done = atomic_load_explicit(&me->done, memory_order_relaxed);
     /* The callbacks' service for the whole batch (run_timer_at, batch). */
     tw_service *outer_s = tw__self.s;
     tw_timer outer_t = tw__self.t;
@@ -1251,12 +1273,7 @@ static void run_batch(tw_service *s, tw_worker *me, tw_batch *b)
         tw_record *rec = ring.rec[i % PREFETCH_AHEAD];
         if (i + PREFETCH_AHEAD < hi)
             ring_fetch(s, &ring, i + PREFETCH_AHEAD, pairs[2 * (i + PREFETCH_AHEAD) + 1]);
-        if (i == next_read) {
-            ctx.now = tw__clock_read(s) - s->origin;
-            if (i != 0)
-                every = clock_every_next(every, ctx.now - read_at);
-            read_at = ctx.now;
-            next_read = i + every;
+        if (clock_read_due(s, &cadence, i, &ctx)) {
             note_progress(me, ctx.now, done + i);
             /* Relaxed: progress for stealers and watchers, a hint: a stale
              * lo only makes a stealer try handles we run too (their claim
@@ -1269,7 +1286,7 @@ static void run_batch(tw_service *s, tw_worker *me, tw_batch *b)
     run_ctx_done(&ctx);
     tw__self.s = outer_s;
     tw__self.t = outer_t;
-    me->every = every;
+    me->every = cadence.every;
     /* Relaxed: a hint for watchers, as note_progress. */
     atomic_store_explicit(&me->done, done + i, memory_order_relaxed);
     /* Release: stealers that still see the batch read a finished one.
@@ -1299,19 +1316,12 @@ static void run_inline(tw_service *s, const uint64_t *pairs, size_t n)
     inline_now = &list;
     run_ctx ctx;
     run_ctx_init(&ctx, s);
-    uint32_t every = 1;
-    uint64_t read_at = 0;
-    for (size_t i = 0, next_read = 0; i < n; i++) {
+    clock_cadence cadence = {.every = 1, .next = 0, .read_at = 0};
+    for (size_t i = 0; i < n; i++) {
         list.at = i;
         if (i + PREFETCH_AHEAD < n)
             prefetch_record(s, pairs[2 * (i + PREFETCH_AHEAD) + 1]);
-        if (i == next_read) {
-            ctx.now = tw__clock_read(s) - s->origin;
-            if (i != 0)
-                every = clock_every_next(every, ctx.now - read_at);
-            read_at = ctx.now;
-            next_read = i + every;
-        }
+        (void)clock_read_due(s, &cadence, i, &ctx);
         tw_timer h = pairs[2 * i + 1];
         if (run_timer_at(s, h, tw__rec(&s->rec, tw__handle_idx(h)), &ctx, false) != 0) {
             fputs("timerwheel: a timer claimed inline is not yet due\n", stderr);
