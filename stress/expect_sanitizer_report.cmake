@@ -33,4 +33,22 @@ foreach(attempt RANGE 1 ${ATTEMPTS})
                  "${FREE_FUNC} in ${USE_FILE}")
   return()
 endforeach()
+# In a process allowed one CPU (taskset, a cpuset) a thread loses its CPU
+# only at the scheduler's tick, and the window is rarely met: under TSan
+# pinned to one CPU beside two busy loops (2026-11-29) the early free was
+# reported in 0 of 40 and 2 of 96 runs, and all 60 runs went clean in 3 of
+# 19 tests; table_shrink's plant was reported in 2 of 20 runs, all 20 clean
+# in 2 of 20 tests. As rare_paths and spill_burst do (exit 77 there), say
+# "skipped", not "failed", when every run was clean and the process had
+# one CPU. nproc counts the affinity mask (OMP_* unset: it would obey
+# them); the test's SKIP_REGULAR_EXPRESSION (CMakeLists.txt) matches.
+execute_process(COMMAND ${CMAKE_COMMAND} -E env --unset=OMP_NUM_THREADS
+                        --unset=OMP_THREAD_LIMIT nproc
+                OUTPUT_VARIABLE ncpu OUTPUT_STRIP_TRAILING_WHITESPACE
+                RESULT_VARIABLE nproc_rc)
+if(nproc_rc EQUAL 0 AND ncpu MATCHES "^[0-9]+$" AND ncpu LESS 2)
+  message(STATUS "${ATTEMPTS} runs, no sanitizer report, on one CPU: "
+                 "TW_PLANT_SKIPPED_ONE_CPU")
+  return()
+endif()
 message(FATAL_ERROR "${ATTEMPTS} runs, no sanitizer report: the planted free went unseen")

@@ -451,9 +451,17 @@ int main(int argc, char **argv)
     printf("soak: %" PRIu64 " segments taken again from the cache, %" PRIu64
            " installs lost\n", reused, tw__rare_total(g_s, TW_RARE_SEG_LOST));
     /* Drains free segments all the time here: producers must be taking
-     * them back (segments.c), or this soak does not test the cache. */
-    if (reused == 0)
+     * them back (segments.c), or this soak does not test the cache. A
+     * process starved of its CPU drains too few for any to come back
+     * (chrt --idle beside two busy loops on its one CPU, ASan: 387 and
+     * 495 operations/s and none reused, where an unstarved ASan run makes
+     * 300,000 a second and reuses some 87,000 in 30 s, 2026-11-29): below
+     * 10,000 a second the check says nothing about the library; say so. */
+    if (reused == 0 && (double)ops / secs >= 10000.0)
         st_fail("no segment was taken from the cache");
+    else if (reused == 0)
+        printf("soak: %.0f operations/s, a starved run: the cache check is not applied\n",
+               (double)ops / secs);
 #ifndef TW_SAN_ANY
     /* Entries left behind by cancelled and moved timers may reach twice
      * the pending timers plus compaction's slack (wheel.c), in segments
