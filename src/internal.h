@@ -758,6 +758,9 @@ typedef struct tw_wheel {
     tw_slot *slot;           /* lanes * levels * nslots */
     _Atomic uint64_t *occ;   /* occupancy: levels * occ_words bits */
     _Atomic uint64_t *grew;  /* slots that grew a new segment (compaction) */
+    _Atomic uint64_t *big;   /* slots whose reservations in one lane reached
+                                big_at this round: bursts (wheel.c, bursts) */
+    uint32_t big_at;         /* TW_EARLY_MIN / lanes */
     _Atomic uint64_t *strays;/* slots given an overflow segment since the trim
                                 last looked (levels * occ_words bits), then
                                 one word: any slot, late ones too (wheel.c) */
@@ -851,11 +854,20 @@ void tw__wheel_claim_early(tw_service *s, uint64_t T, uint64_t stop_at);
 /* workers = 0: what a claim staged for a tick at or before T, moved to the
  * due list for tw__deliver before the step to T; false if nothing. */
 bool tw__wheel_take_staged(tw_service *s, uint64_t T);
-/* Early cascades (wheel.c; the cursor): the entries in the slot of a level
- * above 0 whose next epoch is e, if they are enough to drain before e
- * (else 0), with *level its level and *room the most ticks before e that
- * all of them fall within level 0's turn once placed again. */
-uint64_t tw__wheel_big_cascade(tw_service *s, uint64_t e, uint32_t *level, uint64_t *room);
+/* Bursts (wheel.c): a slot of TW_EARLY_MIN entries or more that the
+ * cursor may claim (level 0) or drain into level 0 (above) before its
+ * epoch `tick`; room (level > 0): the most ticks before it that all of
+ * its entries fall within level 0's turn once placed again. */
+typedef struct tw_burst {
+    uint64_t tick, n, room;
+    uint32_t level;
+} tw_burst;
+/* Of the bursts in the wheel, the one whose `when` (the tick at which
+ * the cursor must start on it) is least, in *b and that tick in *at;
+ * false if there is none. Found by the producers' marks (big), not by a
+ * walk of the slots: O(levels * slots / 64) words. */
+bool tw__wheel_next_burst(tw_service *s, uint64_t (*when)(const tw_service *, const tw_burst *),
+                          tw_burst *b, uint64_t *at);
 /* Drain that slot now, into level 0; false (nothing done) if it is not
  * yet within room of cur, or no longer e's. */
 bool tw__wheel_cascade_early(tw_service *s, uint64_t e, uint32_t level);

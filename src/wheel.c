@@ -89,6 +89,7 @@
 #include <unistd.h>
 
 #define LATE_SLOTS 2
+#define TW_EARLY_MIN 16384 /* entries in a slot worth claiming early (early claims) */
 #define TW_ORDER_SPAN 4096 /* widest key range order_due sorts by counting */
 
 /* log2 of level l's granularity: level l slots are 2^(step * l) ticks wide. */
@@ -186,6 +187,7 @@ int tw__wheel_init(tw_wheel *w, uint32_t nslots, uint32_t cap)
     w->cap = cap;
     w->occ_words = (nslots + 63) / 64;
     w->lanes = lanes_for_machine();
+    w->big_at = TW_EARLY_MIN / w->lanes; /* a lane this full in a slot of TW_EARLY_MIN */
     w->segs.max_bytes = tw__retire_max_override ? tw__retire_max_override
                                                 : TW_RETIRE_MAX_BYTES;
     w->segs.keep_min = tw__seg_keep_min_override ? tw__seg_keep_min_override
@@ -203,9 +205,10 @@ int tw__wheel_init(tw_wheel *w, uint32_t nslots, uint32_t cap)
     w->slot = mem == MAP_FAILED ? NULL : mem;
     w->occ = calloc((size_t)w->levels * w->occ_words, sizeof *w->occ);
     w->grew = calloc((size_t)w->levels * w->occ_words, sizeof *w->grew);
+    w->big = calloc((size_t)w->levels * w->occ_words, sizeof *w->big);
     w->strays = calloc((size_t)w->levels * w->occ_words + 1, sizeof *w->strays);
     w->counts = malloc(TW_ORDER_SPAN * sizeof *w->counts);
-    if (!w->slot || !w->occ || !w->grew || !w->strays || !w->counts) {
+    if (!w->slot || !w->occ || !w->grew || !w->big || !w->strays || !w->counts) {
         tw__wheel_fini(w);
         return TW_ENOMEM;
     }
@@ -241,6 +244,7 @@ void tw__wheel_fini(tw_wheel *w)
         munmap(w->slot, slot_bytes(w));
     free((void *)w->occ);
     free((void *)w->grew);
+    free((void *)w->big);
     free((void *)w->strays);
     tw__vec_free(&w->taken);
     tw__vec_free(&w->due);
@@ -252,6 +256,7 @@ void tw__wheel_fini(tw_wheel *w)
     w->slot = NULL;
     w->occ = NULL;
     w->grew = NULL;
+    w->big = NULL;
     w->strays = NULL;
 }
 
@@ -268,6 +273,22 @@ static void occupancy_mark(tw_wheel *w, uint32_t l, uint32_t i)
      * not done for our epoch. */
     if (!(atomic_load_explicit(word, memory_order_seq_cst) & bit))
         atomic_fetch_or_explicit(word, bit, memory_order_seq_cst);
+}
+
+/* A lane of slot (l, i) reached big_at reservations in this round: the
+ * slot may hold a burst (bursts, below). Exactly one reservation a round
+ * and lane takes position big_at, so this is rare, and the cursor is told
+ * at once: it plans by these marks, busy or asleep. Seq_cst RMW, then the
+ * poke's seq_cst look at wake_tick: against the cursor's seq_cst store of
+ * its plan, the heavy fence and its second look at the marks
+ * (cursor.c, cursor_sleep), one of the two sees the other. */
+static void big_mark(tw_service *s, uint32_t l, uint32_t i)
+{
+    tw_wheel *w = &s->wheel;
+    atomic_fetch_or_explicit(&w->big[(size_t)l * w->occ_words + i / 64], 1ull << (i % 64),
+                             memory_order_seq_cst);
+    /* Relaxed: a hint for the wake-up; cur + 1 is before any plan. */
+    tw__cursor_poke(s, atomic_load_explicit(&w->cur, memory_order_relaxed) + 1);
 }
 
 /* A slot whose reservations reach a new segment beyond its first
@@ -435,6 +456,8 @@ static int place_once(tw_service *s, tw_seg_guard *g, uint64_t value, uint64_t k
         return rc;
     count_reserved(s);
     occupancy_mark(w, l, i); /* reserved: the drain must come, published or not */
+    if (pos == w->big_at)
+        big_mark(s, l, i);
     if (pos >= w->cap + TW_GROW_AT && tw__slot_segment_start(w->cap, pos))
         grew_mark(w, l, i);
     if (rc == TW_SLOT_RAN_AWAY) {
@@ -488,9 +511,11 @@ static void occupancy_clear(tw_wheel *w, uint32_t l, uint32_t i)
     /* Relaxed is enough here: clearing before the close means a producer of
      * the epoch being drained that sets the bit afterwards leaves a spurious
      * bit (one needless wake-up), and producers of the next epoch reserve
-     * after the reopen (release), so their bits come after this clear. */
-    atomic_fetch_and_explicit(&w->occ[(size_t)l * w->occ_words + i / 64],
-                              ~(1ull << (i % 64)), memory_order_relaxed);
+     * after the reopen (release), so their bits come after this clear. The
+     * burst mark likewise (a spurious one costs a look at the slot's count). */
+    size_t k = (size_t)l * w->occ_words + i / 64;
+    atomic_fetch_and_explicit(&w->occ[k], ~(1ull << (i % 64)), memory_order_relaxed);
+    atomic_fetch_and_explicit(&w->big[k], ~(1ull << (i % 64)), memory_order_relaxed);
 }
 
 /* Whether slot i of level l (any lane) may hold entries: its occupancy
@@ -963,10 +988,10 @@ static void take_entries(tw_service *s, uint64_t T)
  * claim (a record it has never seen, by CAS): 40 ms of one core, which the
  * pipelined step (take_entries) spends while the workers run the first
  * callbacks, on the cores they need (issue 14: WL5's callbacks/s). So when
- * the cursor is about to sleep and the next occupied tick's level-0 slot
- * holds more than TW_EARLY_MIN entries, it claims them before that tick
- * (tw__wheel_claim_early): the slot's entries are copied out and it is
- * reopened for the same epoch (closed only for the copy); then every live
+ * a level-0 slot holds TW_EARLY_MIN entries or more (a burst: bursts,
+ * below, says how the cursor finds it), the cursor claims them before its
+ * tick (tw__wheel_claim_early): the slot's entries are copied out and it
+ * is reopened for the same epoch (closed only for the copy); then every live
  * entry due at that tick is claimed (PENDING -> FIRING, counted and under
  * the claim floor as any claim) into `staged`, the others placed again.
  * The step to that tick hands `staged` to the workers first, before it
@@ -1032,7 +1057,6 @@ static void take_entries(tw_service *s, uint64_t T)
  * changes: cur does not move, so timers armed meanwhile are due when they
  * would have been. One tick is staged at a time.
  */
-#define TW_EARLY_MIN 16384  /* entries in a slot worth claiming early */
 #define TW_EARLY_PIECE 512  /* entries claimed between two looks at the clock */
 
 static uint64_t slot_entries(const tw_wheel *w, uint32_t l, uint32_t i)
@@ -1043,19 +1067,35 @@ static uint64_t slot_entries(const tw_wheel *w, uint32_t l, uint32_t i)
     return n;
 }
 
+/* Slot (l, i), its next epoch e after c, as a burst the cursor can start
+ * on: enough entries; for level 0, a tick the step is not next to and no
+ * other tick's claim in hand (one tick staged at a time); above, a level
+ * whose slots fit level 0's turn and no claim in hand at all. */
+static bool burst_at(tw_wheel *w, uint32_t l, uint32_t i, uint64_t c, tw_burst *b)
+{
+    uint32_t sh = level_shift(w, l);
+    uint64_t e = next_epoch_after(w, l, i, c);
+    bool held = w->staged.n != 0 || w->stash.n != 0;
+    if (l == 0 ? e <= c + 1 || (held && w->staged_tick != e) ||
+                     (w->stash.n != 0 && w->stash_parked)
+               : held || sh >= w->bits)
+        return false;
+    uint64_t n = slot_entries(w, l, i);
+    if (n < TW_EARLY_MIN)
+        return false; /* a spurious mark, or a burst's cancelled entries taken out */
+    *b = (tw_burst){.tick = e, .n = n, .level = l,
+                    .room = l == 0 ? 0 : (1ull << w->bits) - (1ull << sh)};
+    return true;
+}
+
 uint64_t tw__wheel_big_slot(tw_service *s, uint64_t T)
 {
-    const tw_wheel *w = &s->wheel;
-    if (((w->staged.n != 0 || w->stash.n != 0) && w->staged_tick != T) ||
-        (w->stash.n != 0 && w->stash_parked))
-        return 0; /* one tick staged at a time; a parked claim waits for the step */
+    tw_wheel *w = &s->wheel;
+    /* Relaxed: only the drainer writes cur. */
+    uint64_t c = atomic_load_explicit(&w->cur, memory_order_relaxed);
     uint32_t i = (uint32_t)(T & (w->nslots - 1));
-    /* Relaxed: a hint; the level-0 bit says the slot collects for T. */
-    uint64_t bits = atomic_load_explicit(&w->occ[i / 64], memory_order_relaxed);
-    if (!(bits & (1ull << (i % 64))))
-        return 0;
-    uint64_t n = slot_entries(w, 0, i);
-    return n >= TW_EARLY_MIN ? n : 0;
+    tw_burst b;
+    return next_epoch_after(w, 0, i, c) == T && burst_at(w, 0, i, c, &b) ? b.n : 0;
 }
 
 /* The early claim's tick is due: hand what it staged to the workers now,
@@ -1400,38 +1440,58 @@ bool tw__wheel_take_staged(tw_service *s, uint64_t T)
  * came too late for its early claim, and the first callback 115-150 ms
  * after the deadline whenever the tick was not the epoch itself (defaults
  * and 1024 slots alike; WL5 with 16 or 64 slots a level, whose +200 ms is
- * beyond level 0: 132 ms; 2026-11-29). So when the cursor is about to
- * sleep and the next work is such a slot's epoch, the slot holding at
- * least TW_EARLY_MIN entries, it drains that slot before its epoch, as
- * soon as every entry in it falls within level 0's turn once placed again
- * (tw__wheel_cascade_early, with the lead cursor.c gives it): the entries
- * go to their level-0 slots, the slot reopens for the same epoch, and the
- * large level-0 slot that results is claimed early as any other. Nothing
+ * beyond level 0: 132 ms; 2026-11-29). So when such a slot holds at
+ * least TW_EARLY_MIN entries (a burst, below), the cursor drains it
+ * before its epoch, as soon as every entry in it falls within level 0's
+ * turn once placed again (tw__wheel_cascade_early, with the lead cursor.c
+ * gives it): the entries go to their level-0 slots, the slot reopens for
+ * the same epoch, and the large level-0 slot that results is claimed
+ * early as any other. Beside earlier work the drain does not give way, as
+ * the step to its epoch would not have either. Nothing
  * in the slot is due (its epoch is after cur), and no producer aims at
  * it meanwhile: a placement within level 0's turn goes to level 0.
  */
-uint64_t tw__wheel_big_cascade(tw_service *s, uint64_t e, uint32_t *level, uint64_t *room)
+/*
+ * Bursts: how the cursor finds the slots worth starting on early. A
+ * producer whose reservation takes position big_at (TW_EARLY_MIN / lanes)
+ * of its lane of a slot marks the slot in `big` and pokes the cursor
+ * (big_mark): one mark a slot, lane and round. A slot of TW_EARLY_MIN
+ * entries has at least one lane that full, so none is missed; a mark may
+ * outlive its burst (cancelled and compacted away, or set by a producer
+ * of the round being drained), which costs a look at the slot's count.
+ * The drain and the compaction clear it with the occupancy bit. The
+ * cursor reads the marks of the levels whose slots fit level 0's turn
+ * (the others cannot be drained early) whenever it plans, busy or idle:
+ * 192 words with the defaults. Before (until 2026-11-29) it looked only
+ * at the slot of its next work, and only when that was not the next tick:
+ * beside timers due every tick, or one due just before it, a burst was
+ * claimed at its tick.
+ */
+bool tw__wheel_next_burst(tw_service *s, uint64_t (*when)(const tw_service *, const tw_burst *),
+                          tw_burst *best, uint64_t *at)
 {
-    const tw_wheel *w = &s->wheel;
+    tw_wheel *w = &s->wheel;
     /* Relaxed: only the drainer writes cur. */
     uint64_t c = atomic_load_explicit(&w->cur, memory_order_relaxed);
-    if (w->staged.n != 0 || w->stash.n != 0)
-        return 0; /* a claim's lists first */
-    for (uint32_t l = 1; l < w->levels; l++) {
-        uint32_t sh = level_shift(w, l);
-        if (sh >= w->bits || (e & ((1ull << sh) - 1)) != 0)
-            return 0; /* no room in level 0 for its width, or not its epoch (nor above) */
-        uint32_t i = (uint32_t)((e >> sh) & (w->nslots - 1));
-        if (!slot_marked(w, l, i) || next_epoch_after(w, l, i, c) != e)
-            continue;
-        uint64_t n = slot_entries(w, l, i);
-        if (n >= TW_EARLY_MIN) {
-            *level = l;
-            *room = (1ull << w->bits) - (1ull << sh);
-            return n;
+    *at = UINT64_MAX;
+    for (uint32_t l = 0; l < w->levels && level_shift(w, l) < w->bits; l++) {
+        for (uint32_t k = 0; k < w->occ_words; k++) {
+            /* Seq_cst: see big_mark (the cursor's second look). */
+            uint64_t bits = atomic_load_explicit(&w->big[(size_t)l * w->occ_words + k],
+                                                 memory_order_seq_cst);
+            for (; bits; bits &= bits - 1) {
+                tw_burst b;
+                if (!burst_at(w, l, k * 64 + (uint32_t)__builtin_ctzll(bits), c, &b))
+                    continue;
+                uint64_t t = when(s, &b);
+                if (t < *at) {
+                    *at = t;
+                    *best = b;
+                }
+            }
         }
     }
-    return 0;
+    return *at != UINT64_MAX;
 }
 
 bool tw__wheel_cascade_early(tw_service *s, uint64_t e, uint32_t l)

@@ -24,10 +24,11 @@
  * D, to D itself, or an hour away (dropped by the round's tw_stop). The
  * claim (begun 100 ticks ahead: tw__early_lead_override) may be anywhere
  * then: taking the slot, staging, suspended with its stash, resumed,
- * parked, or handed to the step. (A claim starts only once the burst's
- * tick is the next with work, so the moves stay after D: timers moved
- * just before it kept every claim from starting until too late to give
- * way to anything.)
+ * parked, or handed to the step. (The moves stay after D: until
+ * 2026-11-29 a claim started only once the burst's tick was the next with
+ * work, and timers moved just before it kept every claim from starting
+ * until too late to give way to anything. It now starts at its lead
+ * whatever comes before it: cursor.c, start_burst.)
  *
  * Checked, per timer: fired + cancelled-OK + dropped == 1 (exactly once),
  * never early (the callback's tw_now() >= the deadline of its last

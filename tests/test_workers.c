@@ -820,6 +820,78 @@ static void burst_beyond_level_0_cascaded_early(void **state)
     burst_beyond_level_0_on(0);
 }
 
+/* A busy service: beside a burst, a timer due at every tick from the
+ * first after the arming to BUSY_PAST ticks after the burst's. The cursor
+ * then always has the next tick's work; before (until 2026-11-29) it
+ * looked for a burst only when it had not (cursor.c, start_burst), so such
+ * a burst was claimed, or drained into level 0, at its tick (bench/beside
+ * with its probes armed 20-50 ms ahead: a million's first callback 2-20
+ * ms after the deadline). Checked: the early claim (`beyond` 0: the burst
+ * in level 0) or the early drain (1: a level-1 slot of a 256-slot wheel)
+ * came, and every timer ran once, none early. Planted (the cursor's
+ * return before start_burst when the next work is the next tick): none. */
+enum { BUSY_PAST = 16 };
+
+static void busy_burst_on(unsigned workers, int beyond)
+{
+    tw_config cfg;
+    tw_config_init(&cfg);
+    cfg.workers = workers;
+    if (beyond)
+        cfg.wheel_slots = SMALL_SLOTS;
+    size_t burst = beyond ? CASCADE_N : EARLY_N;
+    size_t ticks = HOOK_DUE / cfg.tick_ns + BUSY_PAST;
+    early *e = calloc(burst + ticks, sizeof *e);
+    assert_non_null(e);
+    tw__early_lead_override = PLAIN_LEAD;
+    tw_service *s = t_service_cfg(&cfg);
+    tw__early_lead_override = 0;
+    ASSERT_RC(tw_pause(s), TW_OK); /* armed whole before the cursor looks */
+    uint64_t now = tw_now(s), due = now + HOOK_DUE;
+    while (beyond && tw__tick_of(s, due - s->origin) % SMALL_LEVEL1_TICKS == 0)
+        due += cfg.tick_ns; /* not the level-1 epoch itself: the step claims that */
+    for (size_t i = 0; i < burst + ticks; i++) {
+        e[i].s = s;
+        e[i].deadline = i < burst ? due : now + (i - burst + 1) * cfg.tick_ns;
+        ASSERT_RC(tw_schedule_at(s, e[i].deadline, early_run, &e[i], NULL), TW_OK);
+    }
+    ASSERT_RC(tw_resume(s), TW_OK);
+    uint64_t limit = due + 30 * T_S;
+    for (;;) {
+        tw_stats st;
+        t_stats(s, &st);
+        if (st.fired == burst + ticks)
+            break;
+        if (tw_now(s) >= limit)
+            fail_msg("%" PRIu64 " of %zu ran 30 s after the tick", st.fired, burst + ticks);
+        t_sleep_ns(T_MS);
+    }
+    uint64_t cascades = tw__rare_total(s, TW_RARE_EARLY_CASCADE);
+    uint64_t claims = tw__rare_total(s, TW_RARE_EARLY_CLAIM);
+    print_message("      workers %u, %s: %" PRIu64 " early drain(s), %" PRIu64
+                  " early claim(s)\n", workers, beyond ? "beyond level 0" : "level 0",
+                  cascades, claims);
+    ASSERT_RC(tw_stop(s, NULL), TW_OK); /* every callback returned */
+    for (size_t i = 0; i < burst + ticks; i++) {
+        if (atomic_load(&e[i].runs) != 1)
+            fail_msg("timer %zu ran %d times", i, atomic_load(&e[i].runs));
+        if (atomic_load(&e[i].early))
+            fail_msg("timer %zu ran before its deadline", i);
+    }
+    tw_destroy(s);
+    free(e);
+    assert_true(beyond ? cascades >= 1 : claims >= 1);
+}
+
+static void burst_started_early_beside_timers_due_every_tick(void **state)
+{
+    (void)state;
+    busy_burst_on(2, 0);
+    busy_burst_on(0, 0);
+    busy_burst_on(2, 1);
+    busy_burst_on(0, 1);
+}
+
 /* workers = 0: the cursor claims the slot early as well, and runs its
  * timers itself after the step to their tick (wheel.c): before, it
  * claimed a million at the tick and only then ran the first (WL5 on
@@ -1251,6 +1323,7 @@ int main(void)
         cmocka_unit_test(large_slot_claimed_early),
         cmocka_unit_test(large_slot_claimed_early_without_workers),
         cmocka_unit_test(burst_beyond_level_0_cascaded_early),
+        cmocka_unit_test(burst_started_early_beside_timers_due_every_tick),
         cmocka_unit_test(next_due_sees_staged_timers_without_workers),
         cmocka_unit_test(late_cursor_runs_earlier_ticks_before_a_staged_burst),
         cmocka_unit_test(early_claim_overtaken_by_its_tick),
