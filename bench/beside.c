@@ -9,10 +9,12 @@
  * tick (src/wheel.c, early claims), some 40-150 ms of work for a million
  * on a 2-core VM; a probe due meanwhile must not wait for that claim.
  *
- *   beside [runs] [burst] [configured] [every_us] [ahead_us]
- *          (defaults: 5 1000000 0 2000 3000; configured 1: max_timers =
+ *   beside [runs] [burst] [configured] [every_us] [ahead_us] [slots]
+ *          (defaults: 5 1000000 0 2000 3000 0; configured 1: max_timers =
  *          burst + 4096 and 1024 slots, as twbench's column; a probe is
- *          armed every every_us, due ahead_us later)
+ *          armed every every_us, due ahead_us later; slots > 0: that many
+ *          slots a level, 256 or fewer put the burst beyond level 0, where
+ *          the cursor drains it into level 0 before its epoch)
  *
  * Prints, per run, the probes due before the burst's instant: how many, the
  * median, p99 and worst lateness (ms), and how many came more than 5 ms
@@ -39,6 +41,7 @@
 #define MAX_PROBES 8192
 #define BURST_AT (400 * MS)
 static uint64_t g_every = 2 * MS, g_ahead = 3 * MS; /* a probe's pace and delay */
+static uint32_t g_slots;                            /* wheel_slots, 0: as configured */
 
 static uint64_t mono_ns(void)
 {
@@ -115,6 +118,8 @@ static void one_run(int r, unsigned long burst, int configured)
         cfg.max_timers = burst + 4096;
         cfg.wheel_slots = 1024;
     }
+    if (g_slots)
+        cfg.wheel_slots = g_slots;
     R.burst = burst;
     atomic_store(&R.burst_ran, 0);
     atomic_store(&R.burst_first, 0);
@@ -180,14 +185,17 @@ int main(int argc, char **argv)
     int configured = argc > 3 ? atoi(argv[3]) : 0;
     g_every = argc > 4 ? strtoull(argv[4], NULL, 10) * 1000 : g_every;
     g_ahead = argc > 5 ? strtoull(argv[5], NULL, 10) * 1000 : g_ahead;
+    g_slots = argc > 6 ? (uint32_t)strtoul(argv[6], NULL, 10) : 0;
     if (runs <= 0 || burst == 0 || g_every == 0 || g_every >= 1000 * MS || g_ahead == 0) {
-        fprintf(stderr, "usage: beside [runs] [burst] [configured] [every_us] [ahead_us]\n");
+        fprintf(stderr,
+                "usage: beside [runs] [burst] [configured] [every_us] [ahead_us] [slots]\n");
         return 2;
     }
     printf("# beside: %lu timers due at +%llu ms, a probe armed every %.1f ms due %.1f ms"
-           " later, 2 workers, %s\n",
+           " later, 2 workers, %s, %u slots a level\n",
            burst, BURST_AT / MS, (double)g_every / MS, (double)g_ahead / MS,
-           configured ? "max_timers = burst + 4096, 1024 slots" : "defaults");
+           configured ? "max_timers = burst + 4096, 1024 slots" : "defaults",
+           g_slots ? g_slots : configured ? 1024u : 4096u);
     for (int r = 0; r < runs; r++)
         one_run(r, burst, configured);
     return 0;

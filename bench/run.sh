@@ -246,9 +246,11 @@ BESIDE_N=1000000
 [ -n "$QUICK" ] && BESIDE_N=200000
 # The third: a busy service, a probe every tick armed 50 ms ahead, so
 # the wheel has work in every tick before the burst's (the burst must be
-# claimed early all the same: cursor.c, start_burst).
-for spec in "0 2000 3000" "1 2000 3000" "0 1000 50000"; do
-  # shellcheck disable=SC2086 # the spec is three words
+# claimed early all the same: cursor.c, start_burst). The fourth: the
+# same with 256 slots a level, the burst beyond level 0 (its early drain
+# gives way to the probes' ticks: wheel.c, early cascades).
+for spec in "0 2000 3000" "1 2000 3000" "0 1000 50000" "0 1000 50000 256"; do
+  # shellcheck disable=SC2086 # the spec is three or four words
   if ! "$TWBESIDE" 4 "$BESIDE_N" $spec 2>"$BUILD_DIR/logs/beside.log" | sed 's/^/BESIDE /' >>"$RESULTS" ||
      [ -s "$BUILD_DIR/logs/beside.log" ]; then
     FAILED+=("beside (bench/beside.c)")

@@ -438,6 +438,11 @@ static void *cursor_main(void *arg)
             tw__wheel_claim_early(s, claim_tick, tick_start(s, claim_tick));
             continue;
         }
+        /* Likewise an early drain of a burst beyond level 0 (wheel.c). */
+        if (tw__wheel_cascade_resumable(s)) {
+            tw__wheel_cascade_resume(s);
+            continue;
+        }
         /* Caught up: compaction's turn (wheel.c). While it has more to do,
          * sleep one tick, not until the next occupied slot. */
         if (tw__wheel_maintain(s))

@@ -104,6 +104,8 @@ enum {
     TW_RARE_EARLY_CASCADE,/* a large slot of a level above 0 was drained before its
                              epoch, into level 0 (wheel.c, early cascades;
                              tests/test_workers.c) */
+    TW_RARE_CASCADE_YIELDED,/* ... and gave the cursor back for an earlier tick
+                             half way through (wheel.c, early cascades) */
     TW_RARE_COUNT
 };
 
@@ -416,6 +418,11 @@ extern void (*_Atomic tw__watch_hook)(void);
  * makes it late now. NULL (the default): nothing is called. Set before
  * the service runs. */
 extern int (*_Atomic tw__early_piece_hook)(bool late, size_t staged);
+/* Tests only (tests/test_workers.c): called by the cursor after each
+ * piece of an early drain it may give way in (wheel.c, early cascades),
+ * with how many of its entries are placed so far and of how many. NULL
+ * (the default): nothing is called. */
+extern void (*_Atomic tw__cascade_piece_hook)(size_t placed, size_t n);
 /* Bytes of record chunks below the table's top (tests, soak). */
 size_t tw__rec_table_bytes(const tw_records *r);
 /* Release a lease on a record in PENDING|LEASE (deadline already written):
@@ -813,6 +820,12 @@ typedef struct tw_wheel {
     tw_vec taken;            /* entries taken out of slots in this step */
     tw_vec due;              /* (key, handle) pairs claimed in this step */
     tw_vec spare;            /* order_due's scratch, swapped with due */
+    tw_vec cascade;          /* an early drain's entries, [cascade_at, n) not yet
+                                placed again; its window held open (wheel.c,
+                                early cascades) */
+    size_t cascade_at;
+    uint64_t cascade_tick;   /* the drained slot's epoch: every live entry in
+                                `cascade` is due at or after it */
     uint32_t *counts;        /* order_due's histogram, TW_ORDER_SPAN entries */
     uint64_t trim_at;        /* service clock: the next trim of the lists and the
                                 workers' batches (tw__wheel_trim) */
@@ -868,9 +881,14 @@ typedef struct tw_burst {
  * walk of the slots: O(levels * slots / 64) words. */
 bool tw__wheel_next_burst(tw_service *s, uint64_t (*when)(const tw_service *, const tw_burst *),
                           tw_burst *b, uint64_t *at);
-/* Drain that slot now, into level 0; false (nothing done) if it is not
- * yet within room of cur, or no longer e's. */
+/* Drain that slot now, into level 0, giving the cursor back to an
+ * earlier tick's work half way if it comes due; false (nothing done) if
+ * it is not yet within room of cur, or no longer e's. */
 bool tw__wheel_cascade_early(tw_service *s, uint64_t e, uint32_t level);
+/* An early drain that gave the cursor back has entries left to place:
+ * place them (giving way again if need be). */
+bool tw__wheel_cascade_resumable(const tw_service *s);
+void tw__wheel_cascade_resume(tw_service *s);
 /* A claim that gave the cursor back for an earlier tick (wheel.c,
  * suspended claims) and may go on now: true, and its tick in *T. */
 bool tw__wheel_claim_resumable(tw_service *s, uint64_t *T);

@@ -250,6 +250,7 @@ void tw__wheel_fini(tw_wheel *w)
     tw__vec_free(&w->due);
     tw__vec_free(&w->staged);
     tw__vec_free(&w->stash);
+    tw__vec_free(&w->cascade);
     tw__vec_free(&w->spare);
     free(w->counts);
     w->counts = NULL;
@@ -563,6 +564,7 @@ static void count_removed(tw_wheel *w, uint32_t n)
 }
 
 static void take_entries(tw_service *s, uint64_t T);
+static void cascade_pieces(tw_service *s, bool yield);
 static void hand_over_staged(tw_service *s, uint64_t T);
 static void claim_stash(tw_service *s, uint64_t T, uint64_t c);
 
@@ -892,6 +894,8 @@ void tw__wheel_step(tw_service *s, uint64_t T)
     uint64_t c = atomic_load_explicit(&w->cur, memory_order_relaxed);
     if (T <= c)
         return;
+    if (s->wheel.cascade.n != 0 && T >= w->cascade_tick)
+        cascade_pieces(s, false); /* an early drain's rest, relative to c, first */
     hands_full(w, c + 1);
     /* Release: producers that read T (acquire) aim past it; the slots'
      * reopen stores come later, so a producer that sees a reopened slot
@@ -1076,6 +1080,8 @@ static bool burst_at(tw_wheel *w, uint32_t l, uint32_t i, uint64_t c, tw_burst *
     uint32_t sh = level_shift(w, l);
     uint64_t e = next_epoch_after(w, l, i, c);
     bool held = w->staged.n != 0 || w->stash.n != 0;
+    if (w->cascade.n != 0)
+        return false; /* an early drain's rest first: it may add to this slot */
     if (l == 0 ? e <= c + 1 || (held && w->staged_tick != e) ||
                      (w->stash.n != 0 && w->stash_parked)
                : held || sh >= w->bits)
@@ -1494,6 +1500,78 @@ bool tw__wheel_next_burst(tw_service *s, uint64_t (*when)(const tw_service *, co
     return *at != UINT64_MAX;
 }
 
+/* The drain in pieces. The slot's entries are copied out whole into
+ * `cascade` (the slot closed only for the copy, as an early claim's is;
+ * the room for them made first, a piece at a time, giving way to an
+ * earlier tick's work), and placed again TW_CASCADE_PIECE at a time.
+ * Between pieces the cursor looks for an earlier tick's work and, once
+ * one is due, gives the cursor back (TW_RARE_CASCADE_YIELDED): the rest
+ * waits in `cascade`, the window for tw_next_due held open over it (its
+ * entries are due at cascade_tick or after, bounded by step_from as a
+ * suspended claim's are), and the cursor goes on once it has caught up
+ * (tw__wheel_cascade_resume). The step to cascade_tick, if it comes
+ * first, places the rest before anything else (cascade_pieces with no
+ * yield). Done in one go, the drain of a million held the cursor 25-40
+ * ms, and ordinary timers due meanwhile came that late (bench/beside with
+ * 256 slots a level, 2026-11-29). */
+#define TW_CASCADE_PIECE 4096
+
+void (*_Atomic tw__cascade_piece_hook)(size_t placed, size_t n); /* tests (internal.h) */
+
+static void cascade_piece_hook(const tw_wheel *w)
+{
+    /* Acquire: the hook's code and data as the test set them. */
+    void (*hook)(size_t, size_t) = atomic_load_explicit(&tw__cascade_piece_hook,
+                                                        memory_order_acquire);
+    if (hook)
+        hook(w->cascade_at, w->cascade.n);
+}
+
+/* Place the drain's entries relative to cur; with `yield`, stop once an
+ * earlier tick's work is due. The window closes with the last entry. */
+static void cascade_pieces(tw_service *s, bool yield)
+{
+    tw_wheel *w = &s->wheel;
+    /* Relaxed: only the drainer writes cur. */
+    uint64_t c = atomic_load_explicit(&w->cur, memory_order_relaxed);
+    w->step_min_tick = UINT64_MAX;
+    w->due_from = c + 1;
+    tw__seg_budget(s);
+    for (bool first = true; w->cascade_at < w->cascade.n; first = false) {
+        if (yield && !first && tw__clock_read(s) >= earlier_work_at(s, w->cascade_tick)) {
+            tw__count_rare(s, TW_RARE_CASCADE_YIELDED);
+            break;
+        }
+        size_t end = w->cascade.n - w->cascade_at < TW_CASCADE_PIECE
+                         ? w->cascade.n : w->cascade_at + TW_CASCADE_PIECE;
+        claim_list(s, &w->cascade, c, w->cascade_at, end, &w->due, c + 1);
+        w->cascade_at = end;
+        if (yield)
+            cascade_piece_hook(w);
+    }
+    order_due(w); /* empty: every live entry is due after c */
+    count_claims(s, c + 1);
+    if (w->cascade_at == w->cascade.n) {
+        tw__vec_clear(&w->cascade);
+        w->cascade_at = 0;
+        hands_empty(w, c + 1);
+    }
+    tw__seg_poll(s);
+}
+
+/* Room in `cascade` for n entries, faulted in a piece at a time; false
+ * once an earlier tick's work is due (the room made so far stays). */
+static bool cascade_room(tw_service *s, size_t n, uint64_t e)
+{
+    tw_vec *v = &s->wheel.cascade;
+    tw__vec_reserve(v, v->n + n);
+    while (tw__vec_touch(v, v->n + n)) {
+        if (tw__clock_read(s) >= earlier_work_at(s, e))
+            return false;
+    }
+    return true;
+}
+
 bool tw__wheel_cascade_early(tw_service *s, uint64_t e, uint32_t l)
 {
     tw_wheel *w = &s->wheel;
@@ -1501,20 +1579,40 @@ bool tw__wheel_cascade_early(tw_service *s, uint64_t e, uint32_t l)
     uint64_t c = atomic_load_explicit(&w->cur, memory_order_relaxed);
     uint32_t sh = level_shift(w, l);
     uint32_t i = (uint32_t)((e >> sh) & (w->nslots - 1));
-    if (e <= c || sh >= w->bits || next_epoch_after(w, l, i, c) != e ||
+    if (w->cascade.n != 0 || e <= c || sh >= w->bits || next_epoch_after(w, l, i, c) != e ||
         e + (1ull << sh) - 1 - c >= (1ull << w->bits))
         return false; /* the step is next, or some would not land in level 0 yet */
+    if (!cascade_room(s, slot_entries(w, l, i), e))
+        return true; /* an earlier tick first; the drain comes back */
     tw__count_rare(s, TW_RARE_EARLY_CASCADE);
-    hands_full(w, c + 1);
-    w->step_min_tick = UINT64_MAX;
-    w->due_from = c + 1;
-    tw__seg_budget(s);
-    drain_slot(s, l, i, c); /* placed again relative to c; reopened for e */
-    order_due(w);           /* empty: nothing in it is due by c */
-    count_claims(s, c + 1);
-    hands_empty(w, c + 1);
-    tw__seg_poll(s);
+    hands_full(w, c + 1); /* until the last entry is placed again (cascade_pieces) */
+    occupancy_clear(w, l, i);
+    for (uint32_t lane = 0; lane < w->lanes; lane++) {
+        tw_slot *sl = slot_at(w, l, i, lane);
+        uint32_t n = tw__slot_close(sl);
+        tw__slot_take(sl, w->cap, 0, n, &w->cascade);
+        tw__slot_detach(sl, w->cap, &w->segs);
+        tw__slot_reopen(sl, e); /* for the same epoch: nothing aims at it meanwhile */
+        kept_mark(w, sl, l, i);
+        count_removed(w, n);
+    }
+    w->cascade_tick = e;
+    w->cascade_at = 0;
+    if (w->cascade.n == 0)
+        hands_empty(w, c + 1); /* cancelled and compacted away since the look */
+    else
+        cascade_pieces(s, true);
     return true;
+}
+
+bool tw__wheel_cascade_resumable(const tw_service *s)
+{
+    return s->wheel.cascade.n != 0;
+}
+
+void tw__wheel_cascade_resume(tw_service *s)
+{
+    cascade_pieces(s, true);
 }
 
 /* ---- compaction (the drainer only) ---------------------------------------- */
@@ -1695,7 +1793,7 @@ uint64_t tw__trim_period_override; /* tests (test_trim.c) */
 void tw__wheel_trim(tw_service *s, uint64_t now)
 {
     tw_wheel *w = &s->wheel;
-    tw_vec *lists[] = {&w->taken, &w->due, &w->spare, &w->staged, &w->stash};
+    tw_vec *lists[] = {&w->taken, &w->due, &w->spare, &w->staged, &w->stash, &w->cascade};
     /* A bounded step of the record table's give-back, every loop: its
      * reading and page freeing never hold a tick up for long (WL3). */
     w->rec_stepping = tw__rec_trim_step(&s->rec);
@@ -1713,7 +1811,8 @@ void tw__wheel_trim(tw_service *s, uint64_t now)
 bool tw__wheel_trim_due(tw_service *s, uint64_t *at)
 {
     tw_wheel *w = &s->wheel;
-    const tw_vec *lists[] = {&w->taken, &w->due, &w->spare, &w->staged, &w->stash};
+    const tw_vec *lists[] = {&w->taken, &w->due, &w->spare, &w->staged, &w->stash,
+                             &w->cascade};
     /* Steps remain: come back at once (the cursor plans the next tick). */
     *at = w->rec_stepping ? 0 : w->trim_at;
     /* Relaxed (the strays' summary word): a hint of when to come back; a
@@ -1799,6 +1898,8 @@ uint64_t tw__wheel_next_work(tw_service *s)
     }
     /* Claimed early, or a suspended claim's. */
     uint64_t best = w->staged.n || w->stash.n ? w->staged_tick : UINT64_MAX;
+    if (w->cascade.n != 0 && w->cascade_tick < best)
+        best = w->cascade_tick; /* an early drain's rest is placed by then */
     for (uint32_t l = 0; l < w->levels; l++) {
         uint64_t e = level_next_work(w, l, c);
         if (e < best)
