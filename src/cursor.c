@@ -310,8 +310,10 @@ static bool start_burst(tw_service *s, uint64_t cur, uint64_t *w)
      * holds as it starts, and the loop's drains may have left a log's
      * newest entries (defer.c), the burst's own. */
     drain_logs(s, false);
-    tw__wheel_claim_early(s, b.tick, tick_start(s, b.tick));
-    return true;
+    if (tw__wheel_claim_early(s, b.tick, tick_start(s, b.tick)))
+        return true;
+    *w = cur + 1; /* declined (wheel.c, no_time_left): the step claims it at its tick */
+    return false;
 }
 
 /* Caught up: sleep until the next work, or until poked. A burst is
@@ -445,10 +447,15 @@ static void *cursor_main(void *arg)
         }
         /* Caught up: compaction's turn (wheel.c). While it has more to do,
          * sleep one tick, not until the next occupied slot. */
-        if (tw__wheel_maintain(s))
-            tw__clock_sleep_until_service(s, tick_start(s, cur + 1));
-        else
+        if (tw__wheel_maintain(s)) {
+            /* A burst still starts on time: steady cancel churn keeps
+             * compaction going, tick after tick (a review, 2026-11-29). */
+            uint64_t w = cur + 1;
+            if (!start_burst(s, cur, &w))
+                tw__clock_sleep_until_service(s, tick_start(s, cur + 1));
+        } else {
             cursor_sleep(s, cur, now);
+        }
     }
     return NULL;
 }

@@ -767,7 +767,7 @@ typedef struct tw_wheel {
     _Atomic uint64_t *grew;  /* slots that grew a new segment (compaction) */
     _Atomic uint64_t *big;   /* slots whose reservations in one lane reached
                                 big_at this round: bursts (wheel.c, bursts) */
-    uint32_t big_at;         /* TW_EARLY_MIN / lanes */
+    uint32_t big_at;         /* a power of two <= TW_EARLY_MIN / lanes (bursts) */
     _Atomic uint64_t *strays;/* slots given an overflow segment since the trim
                                 last looked (levels * occ_words bits), then
                                 one word: any slot, late ones too (wheel.c) */
@@ -863,7 +863,9 @@ uint64_t tw__wheel_next_work(tw_service *s);
  * reading at which the cursor would step to T; a claim still going then
  * hands over what it has and delivers the rest itself. */
 uint64_t tw__wheel_big_slot(tw_service *s, uint64_t T);
-void tw__wheel_claim_early(tw_service *s, uint64_t T, uint64_t stop_at);
+/* False if nothing was done: declined (no time left before T to make its
+ * room, and an earlier tick has work), or not T's to claim. */
+bool tw__wheel_claim_early(tw_service *s, uint64_t T, uint64_t stop_at);
 /* workers = 0: what a claim staged for a tick at or before T, moved to the
  * due list for tw__deliver before the step to T; false if nothing. */
 bool tw__wheel_take_staged(tw_service *s, uint64_t T);
@@ -874,6 +876,8 @@ bool tw__wheel_take_staged(tw_service *s, uint64_t T);
 typedef struct tw_burst {
     uint64_t tick, n, room;
     uint32_t level;
+    bool grows; /* fewer than TW_EARLY_MIN so far: n says TW_EARLY_MIN, and
+                   `when` is only a time to look again, never to start */
 } tw_burst;
 /* Of the bursts in the wheel, the one whose `when` (the tick at which
  * the cursor must start on it) is least, in *b and that tick in *at;

@@ -187,7 +187,9 @@ int tw__wheel_init(tw_wheel *w, uint32_t nslots, uint32_t cap)
     w->cap = cap;
     w->occ_words = (nslots + 63) / 64;
     w->lanes = lanes_for_machine();
-    w->big_at = TW_EARLY_MIN / w->lanes; /* a lane this full in a slot of TW_EARLY_MIN */
+    /* A slot of TW_EARLY_MIN has a lane of ceil(TW_EARLY_MIN / lanes):
+     * big_at is at most that, a power of two (bursts). */
+    w->big_at = 1u << (31 - __builtin_clz((TW_EARLY_MIN + w->lanes - 1) / w->lanes));
     w->segs.max_bytes = tw__retire_max_override ? tw__retire_max_override
                                                 : TW_RETIRE_MAX_BYTES;
     w->segs.keep_min = tw__seg_keep_min_override ? tw__seg_keep_min_override
@@ -276,10 +278,12 @@ static void occupancy_mark(tw_wheel *w, uint32_t l, uint32_t i)
         atomic_fetch_or_explicit(word, bit, memory_order_seq_cst);
 }
 
-/* A lane of slot (l, i) reached big_at reservations in this round: the
- * slot may hold a burst (bursts, below). Exactly one reservation a round
- * and lane takes position big_at, so this is rare, and the cursor is told
- * at once: it plans by these marks, busy or asleep. Seq_cst RMW, then the
+/* A lane of slot (l, i) reached big_at reservations in this round, or
+ * twice as many, or four times...: the slot may hold a burst (bursts,
+ * below). Exactly one reservation a round and lane takes each such
+ * position, so this is rare, and the cursor is told at once: it plans by
+ * these marks, busy or asleep, and a burst's growth moves its plan (the
+ * lead grows with it) at each doubling. Seq_cst RMW, then the
  * poke's seq_cst look at wake_tick: against the cursor's seq_cst store of
  * its plan, the heavy fence and its second look at the marks
  * (cursor.c, cursor_sleep), one of the two sees the other. */
@@ -457,8 +461,8 @@ static int place_once(tw_service *s, tw_seg_guard *g, uint64_t value, uint64_t k
         return rc;
     count_reserved(s);
     occupancy_mark(w, l, i); /* reserved: the drain must come, published or not */
-    if (pos == w->big_at)
-        big_mark(s, l, i);
+    if (pos + 1 >= w->big_at && ((pos + 1) & pos) == 0)
+        big_mark(s, l, i); /* big_at, 2 big_at, 4 big_at ... reservations in our lane */
     if (pos >= w->cap + TW_GROW_AT && tw__slot_segment_start(w->cap, pos))
         grew_mark(w, l, i);
     if (rc == TW_SLOT_RAN_AWAY) {
@@ -565,7 +569,7 @@ static void count_removed(tw_wheel *w, uint32_t n)
 
 static void take_entries(tw_service *s, uint64_t T);
 static void cascade_pieces(tw_service *s, bool yield);
-static void hand_over_staged(tw_service *s, uint64_t T);
+static void hand_over_staged(tw_service *s, uint64_t T, bool deliver);
 static void claim_stash(tw_service *s, uint64_t T, uint64_t c);
 
 /* Drain slot (l, i), every lane, and claim or re-place what it held: a
@@ -896,6 +900,10 @@ void tw__wheel_step(tw_service *s, uint64_t T)
         return;
     if (s->wheel.cascade.n != 0 && T >= w->cascade_tick)
         cascade_pieces(s, false); /* an early drain's rest, relative to c, first */
+    /* What an early claim staged goes to the workers first, unless a tick
+     * before its own has work in this step (a late cursor): then it joins
+     * the due list, which is ordered, earliest first, before it goes. */
+    bool staged_first = w->staged.n == 0 || tw__wheel_next_work(s) >= w->staged_tick;
     hands_full(w, c + 1);
     /* Release: producers that read T (acquire) aim past it; the slots'
      * reopen stores come later, so a producer that sees a reopened slot
@@ -905,7 +913,7 @@ void tw__wheel_step(tw_service *s, uint64_t T)
     w->step_min_tick = UINT64_MAX;
     w->due_from = c + 1;
     tw__seg_budget(s);
-    hand_over_staged(s, T);
+    hand_over_staged(s, T, staged_first);
     for (uint32_t l = w->levels; l-- > 0;)
         drain_level(s, l, c, T);
     for (int j = 0; j < LATE_SLOTS; j++) {
@@ -1086,10 +1094,12 @@ static bool burst_at(tw_wheel *w, uint32_t l, uint32_t i, uint64_t c, tw_burst *
                      (w->stash.n != 0 && w->stash_parked)
                : held || sh >= w->bits)
         return false;
+    /* Fewer than TW_EARLY_MIN: a burst still growing in other lanes (or a
+     * spurious mark): looked at again when one of TW_EARLY_MIN would be
+     * started on (tw__wheel_next_burst). */
     uint64_t n = slot_entries(w, l, i);
-    if (n < TW_EARLY_MIN)
-        return false; /* a spurious mark, or a burst's cancelled entries taken out */
-    *b = (tw_burst){.tick = e, .n = n, .level = l,
+    *b = (tw_burst){.tick = e, .n = n < TW_EARLY_MIN ? TW_EARLY_MIN : n, .level = l,
+                    .grows = n < TW_EARLY_MIN,
                     .room = l == 0 ? 0 : (1ull << w->bits) - (1ull << sh)};
     return true;
 }
@@ -1101,7 +1111,7 @@ uint64_t tw__wheel_big_slot(tw_service *s, uint64_t T)
     uint64_t c = atomic_load_explicit(&w->cur, memory_order_relaxed);
     uint32_t i = (uint32_t)(T & (w->nslots - 1));
     tw_burst b;
-    return next_epoch_after(w, 0, i, c) == T && burst_at(w, 0, i, c, &b) ? b.n : 0;
+    return next_epoch_after(w, 0, i, c) == T && burst_at(w, 0, i, c, &b) && !b.grows ? b.n : 0;
 }
 
 /* The early claim's tick is due: hand what it staged to the workers now,
@@ -1113,7 +1123,7 @@ static void hand_over_staged_now(tw_service *s, uint64_t T)
     tw_wheel *w = &s->wheel;
     w->staged_tick = T;
     count_claims(s, w->due_from);
-    hand_over_staged(s, T);
+    hand_over_staged(s, T, true);
 }
 
 int (*_Atomic tw__early_piece_hook)(bool late, size_t staged); /* tests (internal.h) */
@@ -1128,13 +1138,23 @@ static bool early_piece_hook(const tw_wheel *w, bool late)
     return __builtin_expect(hook != NULL, 0) && hook(late, w->staged.n / 2) != 0;
 }
 
+static uint64_t earlier_work_at(tw_service *s, uint64_t T);
+
 /* One look at the clock, before each piece of the claim. Once T's step is
  * due, and only the first time, it hands over what is staged; true from
- * then on: the claims go to the due list and out at once. */
+ * then on: the claims go to the due list and out at once. Not while a
+ * tick before T has work (a claim begun beside earlier ticks' timers, or
+ * a cursor held up): the claim then takes its slot whole, gives the
+ * cursor back at its next piece (claim_suspend), and the step claims the
+ * rest after those ticks, earliest first. Gone late, it handed the burst
+ * to the workers, or ran it inline, before a timer of the tick before:
+ * 60-315 ms late (a review's program, 2026-11-29, once claims could start
+ * beside earlier work). */
 static bool hand_over_once_due(tw_service *s, uint64_t T, uint64_t stop_at, bool *late)
 {
     bool forced = early_piece_hook(&s->wheel, *late);
-    if (!*late && (forced || tw__clock_read(s) >= stop_at)) {
+    if (!*late && (forced || (tw__clock_read(s) >= stop_at &&
+                              earlier_work_at(s, T) == UINT64_MAX))) {
         *late = true;
         tw__count_rare(s, TW_RARE_EARLY_LATE);
         hand_over_staged_now(s, T);
@@ -1297,6 +1317,19 @@ static size_t fresh_entries(const tw_vec *v, size_t want)
     return want > ready ? want - ready : 0;
 }
 
+enum { ROOM_DECLINED = -1, ROOM_GIVE_WAY = 0, ROOM_READY = 1 };
+
+/* No time left to make a claim's room before T: it goes ahead as it is,
+ * unless a tick before T has work, which its take of the slot (growing
+ * lists as it goes: 50 ms for a million on the AMD guest) would hold up;
+ * then it is declined, and the step to T claims the slot, pipelined, after
+ * those ticks (a review's program, 2026-11-29: a cursor held up, or a lead
+ * too short, made the tick before the burst's 50-300 ms late). */
+static int no_time_left(tw_service *s, uint64_t T)
+{
+    return earlier_work_at(s, T) == UINT64_MAX ? ROOM_READY : ROOM_DECLINED;
+}
+
 /* Before a claim takes its slot: room for the slot's n entries in `taken`
  * and for their pairs in `staged`, faulted in a piece at a time
  * (tw__vec_touch), between which the cursor looks for an earlier tick's
@@ -1308,7 +1341,7 @@ static size_t fresh_entries(const tw_vec *v, size_t want)
  * late beside the burst). Returns false when an earlier tick's work came
  * due first: the cursor steps to it and comes back, and the room made so
  * far stays. With no time left before T the claim goes ahead as it is. */
-static bool claim_room(tw_service *s, uint64_t T, uint64_t stop_at, size_t n)
+static int claim_room(tw_service *s, uint64_t T, uint64_t stop_at, size_t n)
 {
     tw_wheel *w = &s->wheel;
     size_t want[2] = {w->taken.n + n, w->staged.n + 2 * n};
@@ -1316,39 +1349,40 @@ static bool claim_room(tw_service *s, uint64_t T, uint64_t stop_at, size_t n)
     uint64_t kib = (fresh_entries(lists[0], want[0]) + fresh_entries(lists[1], want[1])) *
                    sizeof(uint64_t) / 1024;
     if (tw__clock_read(s) + kib * w->grow_ns_per_kib >= stop_at)
-        return true; /* no time to make it: the claim grows what it must (staged_may_grow) */
+        return no_time_left(s, T); /* the claim would grow what it must (staged_may_grow) */
     for (size_t k = 0; k < 2; k++) {
         tw__vec_reserve(lists[k], want[k]);
         while (tw__vec_touch(lists[k], want[k])) {
             uint64_t now = tw__clock_read(s);
             if (now >= stop_at)
-                return true;
+                return no_time_left(s, T);
             if (now >= earlier_work_at(s, T))
-                return false;
+                return ROOM_GIVE_WAY;
         }
     }
-    return true;
+    return ROOM_READY;
 }
 
-void tw__wheel_claim_early(tw_service *s, uint64_t T, uint64_t stop_at)
+bool tw__wheel_claim_early(tw_service *s, uint64_t T, uint64_t stop_at)
 {
     tw_wheel *w = &s->wheel;
     /* Relaxed: only the drainer writes cur. */
     uint64_t c = atomic_load_explicit(&w->cur, memory_order_relaxed);
     uint32_t i = (uint32_t)(T & (w->nslots - 1));
     if (T <= c + 1 || next_epoch_after(w, 0, i, c) != T)
-        return; /* the step is next, or the slot is not T's */
+        return false; /* the step is next, or the slot is not T's */
     bool resumed = w->stash.n != 0;
     if (resumed && (w->stash_parked || w->staged_tick != T))
-        return; /* the step to its tick takes it (not reached: see callers) */
+        return false; /* the step to its tick takes it (not reached: see callers) */
     bool late = false;
     if (resumed) {
         tw__vec_swap(&w->taken, &w->stash); /* taken is empty between claims and steps */
         w->taken_at = w->stash_at;
         w->stash_at = 0;
     } else {
-        if (!claim_room(s, T, stop_at, slot_entries(w, 0, i)))
-            return; /* an earlier tick first; the claim comes back */
+        int room = claim_room(s, T, stop_at, slot_entries(w, 0, i));
+        if (room != ROOM_READY)
+            return room == ROOM_GIVE_WAY; /* an earlier tick first; the claim comes back */
         /* Counted as it starts: the workers may run the slot's first
          * timers before it ends (tests/test_workers.c looks for either). */
         tw__count_rare(s, TW_RARE_EARLY_CLAIM);
@@ -1391,13 +1425,17 @@ void tw__wheel_claim_early(tw_service *s, uint64_t T, uint64_t stop_at)
     count_claims(s, c + 1);
     if (!suspended)
         hands_empty(w, c + 1);
-    if (late)
-        tw__deliver(s); /* it may run them here (no batch memory) */
+    if (late && earlier_work_at(s, T) == UINT64_MAX)
+        tw__deliver(s); /* it may run them here (no batch memory); else the step
+                           orders them after the earlier ticks' */
+    return true;
 }
 
 /* The step to T (>= the staged tick) hands what was claimed early to the
- * workers before it drains anything. Its claims were counted already. */
-static void hand_over_staged(tw_service *s, uint64_t T)
+ * workers before it drains anything (`deliver`), or leaves it in the due
+ * list to be ordered with what the step claims. Its claims were counted
+ * already. */
+static void hand_over_staged(tw_service *s, uint64_t T, bool deliver)
 {
     tw_wheel *w = &s->wheel;
     if (w->staged.n == 0 || w->staged_tick > T)
@@ -1411,7 +1449,8 @@ static void hand_over_staged(tw_service *s, uint64_t T)
         w->due.n += w->staged.n;
     }
     tw__vec_clear(&w->staged);
-    tw__deliver_early(s);
+    if (deliver)
+        tw__deliver_early(s);
 }
 
 /* Without workers, what an early claim staged for a tick the cursor is
@@ -1459,19 +1498,27 @@ bool tw__wheel_take_staged(tw_service *s, uint64_t T)
  */
 /*
  * Bursts: how the cursor finds the slots worth starting on early. A
- * producer whose reservation takes position big_at (TW_EARLY_MIN / lanes)
- * of its lane of a slot marks the slot in `big` and pokes the cursor
- * (big_mark): one mark a slot, lane and round. A slot of TW_EARLY_MIN
- * entries has at least one lane that full, so none is missed; a mark may
+ * producer whose reservation is the big_at-th of its lane of a slot (a
+ * power of two at most TW_EARLY_MIN / lanes), or the 2 big_at-th, 4
+ * big_at-th..., marks the slot in `big` and pokes the cursor (big_mark):
+ * a few marks a slot, lane and round. A slot of TW_EARLY_MIN entries has
+ * a lane at least that full, so none is missed. A marked slot with fewer
+ * (a burst still growing in other lanes, or spread over them) is looked
+ * at again when one of TW_EARLY_MIN would be started on; a burst that
+ * grows is marked again at each doubling of a lane, and the cursor plans
+ * again with the larger lead. (Marked once, at TW_EARLY_MIN / lanes, a
+ * burst placed from one lane of two was seen at half its size, dropped,
+ * and claimed at its tick: a review's program, 2026-11-29.) A mark may
  * outlive its burst (cancelled and compacted away, or set by a producer
- * of the round being drained), which costs a look at the slot's count.
- * The drain and the compaction clear it with the occupancy bit. The
- * cursor reads the marks of the levels whose slots fit level 0's turn
- * (the others cannot be drained early) whenever it plans, busy or idle:
- * 192 words with the defaults. Before (until 2026-11-29) it looked only
- * at the slot of its next work, and only when that was not the next tick:
- * beside timers due every tick, or one due just before it, a burst was
- * claimed at its tick.
+ * of the round being drained), which costs a look at the slot's count,
+ * at most one wake-up, and about 4 ns a plan (a review measured 2 us a
+ * plan with 256 such marks). The drain and the compaction clear it with
+ * the occupancy bit. The cursor reads the marks of the levels whose
+ * slots fit level 0's turn (the others cannot be drained early) whenever
+ * it plans, busy, idle or compacting: 192 words with the defaults, 115
+ * ns. Before (until 2026-11-29) it looked only at the slot of its next
+ * work, and only when that was not the next tick: beside timers due every
+ * tick, or one due just before it, a burst was claimed at its tick.
  */
 bool tw__wheel_next_burst(tw_service *s, uint64_t (*when)(const tw_service *, const tw_burst *),
                           tw_burst *best, uint64_t *at)
@@ -1490,6 +1537,8 @@ bool tw__wheel_next_burst(tw_service *s, uint64_t (*when)(const tw_service *, co
                 if (!burst_at(w, l, k * 64 + (uint32_t)__builtin_ctzll(bits), c, &b))
                     continue;
                 uint64_t t = when(s, &b);
+                if (b.grows && t <= c)
+                    continue; /* its look is past: a mark of the next size brings another */
                 if (t < *at) {
                     *at = t;
                     *best = b;

@@ -960,6 +960,195 @@ static void early_drain_gives_way_to_an_earlier_tick(void **state)
     }
 }
 
+/* A burst moved in from one lane of two: one thread, kept on one CPU,
+ * pulls MOVED_N timers armed an hour away in to one tick (a move earlier
+ * is placed by the mover itself, in its CPU's lane). A slot's lane is
+ * marked as it fills (wheel.c, bursts); marked only once, at TW_EARLY_MIN
+ * / lanes, the cursor saw half a burst, dropped it, and nothing told it
+ * again (a review's program, 2026-11-29: claimed at its tick). Now the
+ * mark comes again at each doubling, and a marked slot still small is
+ * looked at again before its tick. Checked: the early claim came (three
+ * tries: a cursor kept off the CPU past the lead is the host's doing);
+ * every timer ran once, none early. Planted (one mark, no second look):
+ * no early claim in three tries. MOVED_N stays below the 2^16
+ * placements at which a stripe wakes the cursor anyway. */
+enum { MOVED_N = 20000 };
+
+static bool moved_in_try(unsigned workers)
+{
+    tw_config cfg;
+    tw_config_init(&cfg);
+    cfg.workers = workers;
+    early *e = calloc(MOVED_N, sizeof *e);
+    tw_timer *h = calloc(MOVED_N, sizeof *h);
+    assert_non_null(e);
+    assert_non_null(h);
+    tw__lanes_override = 2;
+    tw__early_lead_override = PLAIN_LEAD;
+    tw_service *s = t_service_cfg(&cfg);
+    tw__early_lead_override = 0;
+    tw__lanes_override = 0;
+    for (int i = 0; i < MOVED_N; i++) {
+        e[i].s = s;
+        e[i].deadline = UINT64_MAX; /* not to run at this arming */
+        ASSERT_RC(tw_schedule(s, 3600 * T_S, early_run, &e[i], &h[i]), TW_OK);
+    }
+    t_sleep_ns(50 * T_MS); /* the logs drained into the wheel: the moves below place */
+    cpu_set_t mask, one;
+    assert_int_equal(sched_getaffinity(0, sizeof mask, &mask), 0);
+    CPU_ZERO(&one);
+    CPU_SET(sched_getcpu(), &one);
+    assert_int_equal(sched_setaffinity(0, sizeof one, &one), 0);
+    uint64_t due = tw_now(s) + HOOK_DUE;
+    for (int i = 0; i < MOVED_N; i++) {
+        e[i].deadline = due;
+        ASSERT_RC(tw_reschedule_at(s, h[i], due), TW_OK);
+    }
+    assert_int_equal(sched_setaffinity(0, sizeof mask, &mask), 0);
+    uint64_t limit = due + 30 * T_S;
+    for (;;) {
+        tw_stats st;
+        t_stats(s, &st);
+        if (st.fired == MOVED_N)
+            break;
+        if (tw_now(s) >= limit)
+            fail_msg("%" PRIu64 " of %d ran 30 s after the tick", st.fired, MOVED_N);
+        t_sleep_ns(T_MS);
+    }
+    uint64_t claims = tw__rare_total(s, TW_RARE_EARLY_CLAIM);
+    print_message("      workers %u: %" PRIu64 " early claim(s)\n", workers, claims);
+    ASSERT_RC(tw_stop(s, NULL), TW_OK);
+    for (int i = 0; i < MOVED_N; i++) {
+        if (atomic_load(&e[i].runs) != 1)
+            fail_msg("timer %d ran %d times", i, atomic_load(&e[i].runs));
+        if (atomic_load(&e[i].early))
+            fail_msg("timer %d ran before its deadline", i);
+    }
+    tw_destroy(s);
+    free(e);
+    free(h);
+    return claims >= 1;
+}
+
+static void burst_moved_in_from_one_lane_claimed_early(void **state)
+{
+    (void)state;
+    for (unsigned workers = 0; workers <= 2; workers += 2) {
+        int attempt = 1;
+        while (!moved_in_try(workers)) {
+            print_message("      try %d: claimed at its tick, not early\n", attempt);
+            if (++attempt > 3)
+                fail_msg("3 tries, and the burst moved in was never claimed early");
+        }
+    }
+}
+
+/* A claim short of time beside an earlier tick's work: with a lead of 2
+ * ticks (tw__early_lead_override), the cursor comes to the burst with no
+ * time left to make its room, and the tick before it has a timer. Before
+ * (a review's program, 2026-11-29), the claim went ahead, went late while
+ * taking the slot, and ran the burst (workers = 0: inline) before that
+ * timer, 190 ms late; now the claim is declined and the step claims the
+ * burst after the earlier tick (wheel.c, no_time_left), and a claim gone
+ * late never hands over before an earlier tick's work
+ * (hand_over_once_due). Checked on workers = 0, where the order of runs
+ * is the cursor's: the timer of the tick before the burst's ran before
+ * the burst's first; every timer once, none early. Planted (the claim
+ * goes ahead and goes late regardless, its take held past the tick by
+ * the test's hook): the burst ran first. */
+static atomic_int g_run_order, g_before_seq, g_burst_first_seq;
+static _Atomic uint64_t g_before_due;
+
+static void ordered_ticker_run(tw_timer t, void *arg)
+{
+    early *e = arg;
+    early_run(t, arg);
+    int seq = atomic_fetch_add(&g_run_order, 1);
+    if (e->deadline == atomic_load(&g_before_due))
+        atomic_store(&g_before_seq, seq);
+}
+
+static void ordered_burst_run(tw_timer t, void *arg)
+{
+    early_run(t, arg);
+    int seq = atomic_fetch_add(&g_run_order, 1);
+    int none = -1;
+    atomic_compare_exchange_strong(&g_burst_first_seq, &none, seq);
+}
+
+/* The claim's first look at the clock (if it goes ahead): held until the
+ * burst's tick has passed, as a host that kept the cursor off its CPU. */
+static tw_service *_Atomic g_short_s;
+
+static int hold_past_the_tick(bool late, size_t staged)
+{
+    tw_service *s = atomic_load(&g_short_s);
+    if (late || staged != 0 || !s)
+        return 0;
+    uint64_t past = atomic_load(&g_before_due) + 3 * T_MS; /* the burst's tick + 2 ms */
+    while (tw_now(s) < past)
+        t_sleep_ns(T_MS / 4);
+    return 0;
+}
+
+static void claim_short_of_time_leaves_the_tick_before_first(void **state)
+{
+    (void)state;
+    tw_config cfg;
+    tw_config_init(&cfg);
+    cfg.workers = 0;
+    size_t ticks = HOOK_DUE / cfg.tick_ns + BUSY_PAST;
+    early *e = calloc(EARLY_N + ticks, sizeof *e);
+    assert_non_null(e);
+    atomic_store(&g_run_order, 0);
+    atomic_store(&g_before_seq, -1);
+    atomic_store(&g_burst_first_seq, -1);
+    tw__early_lead_override = 2;
+    tw_service *s = t_service_cfg(&cfg);
+    tw__early_lead_override = 0;
+    ASSERT_RC(tw_pause(s), TW_OK);
+    uint64_t now = tw_now(s), due = now + HOOK_DUE;
+    atomic_store(&g_before_due, due - cfg.tick_ns);
+    atomic_store(&g_short_s, s);
+    atomic_store(&tw__early_piece_hook, hold_past_the_tick);
+    for (size_t i = 0; i < EARLY_N + ticks; i++) {
+        e[i].s = s;
+        e[i].deadline = i < EARLY_N ? due : now + (i - EARLY_N + 1) * cfg.tick_ns;
+        ASSERT_RC(tw_schedule_at(s, e[i].deadline,
+                                 i < EARLY_N ? ordered_burst_run : ordered_ticker_run, &e[i],
+                                 NULL),
+                  TW_OK);
+    }
+    ASSERT_RC(tw_resume(s), TW_OK);
+    uint64_t limit = due + 30 * T_S;
+    for (;;) {
+        tw_stats st;
+        t_stats(s, &st);
+        if (st.fired == EARLY_N + ticks)
+            break;
+        if (tw_now(s) >= limit)
+            fail_msg("%" PRIu64 " of %zu ran 30 s after the tick", st.fired, EARLY_N + ticks);
+        t_sleep_ns(T_MS);
+    }
+    atomic_store(&tw__early_piece_hook, NULL);
+    atomic_store(&g_short_s, NULL);
+    ASSERT_RC(tw_stop(s, NULL), TW_OK);
+    int before = atomic_load(&g_before_seq), first = atomic_load(&g_burst_first_seq);
+    print_message("      the tick before's timer ran %d-th, the burst's first %d-th; %" PRIu64
+                  " early claim(s), %" PRIu64 " gone late\n", before, first,
+                  tw__rare_total(s, TW_RARE_EARLY_CLAIM), tw__rare_total(s, TW_RARE_EARLY_LATE));
+    for (size_t i = 0; i < EARLY_N + ticks; i++) {
+        if (atomic_load(&e[i].runs) != 1)
+            fail_msg("timer %zu ran %d times", i, atomic_load(&e[i].runs));
+        if (atomic_load(&e[i].early))
+            fail_msg("timer %zu ran before its deadline", i);
+    }
+    tw_destroy(s);
+    free(e);
+    assert_true(before >= 0 && first >= 0);
+    assert_true(before < first);
+}
+
 /* workers = 0: the cursor claims the slot early as well, and runs its
  * timers itself after the step to their tick (wheel.c): before, it
  * claimed a million at the tick and only then ran the first (WL5 on
@@ -1393,6 +1582,8 @@ int main(void)
         cmocka_unit_test(burst_beyond_level_0_cascaded_early),
         cmocka_unit_test(burst_started_early_beside_timers_due_every_tick),
         cmocka_unit_test(early_drain_gives_way_to_an_earlier_tick),
+        cmocka_unit_test(burst_moved_in_from_one_lane_claimed_early),
+        cmocka_unit_test(claim_short_of_time_leaves_the_tick_before_first),
         cmocka_unit_test(next_due_sees_staged_timers_without_workers),
         cmocka_unit_test(late_cursor_runs_earlier_ticks_before_a_staged_burst),
         cmocka_unit_test(early_claim_overtaken_by_its_tick),
