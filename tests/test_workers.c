@@ -754,6 +754,46 @@ static void large_slot_claimed_early(void **state)
     large_slot_claimed_early_on(2);
 }
 
+/* Arm n timers of e: the first `burst` due at `due` (run by burst_cb),
+ * the others one a tick from the tick after `now` (run by tick_cb). */
+static void arm_burst_and_ticks(tw_service *s, early *e, size_t burst, size_t n, uint64_t now,
+                                uint64_t due, tw_callback burst_cb, tw_callback tick_cb)
+{
+    for (size_t i = 0; i < n; i++) {
+        e[i].s = s;
+        e[i].deadline = i < burst ? due : now + (i - burst + 1) * s->cfg.tick_ns;
+        ASSERT_RC(tw_schedule_at(s, e[i].deadline, i < burst ? burst_cb : tick_cb, &e[i], NULL),
+                  TW_OK);
+    }
+}
+
+/* Wait until n timers have started, 30 s after `due` at most. */
+static void wait_fired(tw_service *s, uint64_t n, uint64_t due)
+{
+    uint64_t limit = due + 30 * T_S;
+    for (;;) {
+        tw_stats st;
+        t_stats(s, &st);
+        if (st.fired == n)
+            return;
+        if (tw_now(s) >= limit)
+            fail_msg("%" PRIu64 " of %" PRIu64 " ran 30 s after the tick", st.fired, n);
+        t_sleep_ns(T_MS);
+    }
+}
+
+/* Every one of e[0..n) ran once, none before its deadline (after tw_stop:
+ * every callback returned). */
+static void expect_each_once(const early *e, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (atomic_load(&e[i].runs) != 1)
+            fail_msg("timer %zu ran %d times", i, atomic_load(&e[i].runs));
+        if (atomic_load(&e[i].early))
+            fail_msg("timer %zu ran before its deadline", i);
+    }
+}
+
 /* A burst beyond level 0 (SMALL_SLOTS a level: level 0 spans 256 ms, the
  * burst is HOOK_DUE ahead, not at its level-1 slot's epoch) waits in a
  * level-1 slot; the cursor drains that slot into level 0 before its epoch
@@ -788,27 +828,13 @@ static void burst_beyond_level_0_on(unsigned workers)
         ASSERT_RC(tw_schedule_at(s, due, early_run, &e[i], NULL), TW_OK);
     }
     ASSERT_RC(tw_resume(s), TW_OK);
-    uint64_t limit = due + 30 * T_S;
-    for (;;) {
-        tw_stats st;
-        t_stats(s, &st);
-        if (st.fired == CASCADE_N)
-            break;
-        if (tw_now(s) >= limit)
-            fail_msg("%" PRIu64 " of %d ran 30 s after the tick", st.fired, CASCADE_N);
-        t_sleep_ns(T_MS);
-    }
+    wait_fired(s, CASCADE_N, due);
     uint64_t cascades = tw__rare_total(s, TW_RARE_EARLY_CASCADE);
     print_message("      workers %u: %" PRIu64 " early cascade(s), %" PRIu64 " early claim(s)\n",
                   workers, cascades, tw__rare_total(s, TW_RARE_EARLY_CLAIM));
     assert_true(cascades >= 1);
     ASSERT_RC(tw_stop(s, NULL), TW_OK); /* every callback returned */
-    for (int i = 0; i < CASCADE_N; i++) {
-        if (atomic_load(&e[i].runs) != 1)
-            fail_msg("timer %d ran %d times", i, atomic_load(&e[i].runs));
-        if (atomic_load(&e[i].early))
-            fail_msg("timer %d ran before its deadline", i);
-    }
+    expect_each_once(e, CASCADE_N);
     tw_destroy(s);
     free(e);
 }
@@ -861,24 +887,9 @@ static bool busy_burst_try(unsigned workers, int beyond)
     uint64_t now = tw_now(s), due = now + HOOK_DUE;
     while (beyond && tw__tick_of(s, due - s->origin) % SMALL_LEVEL1_TICKS == 0)
         due += cfg.tick_ns; /* not the level-1 epoch itself: the step claims that */
-    for (size_t i = 0; i < burst + ticks; i++) {
-        e[i].s = s;
-        e[i].deadline = i < burst ? due : now + (i - burst + 1) * cfg.tick_ns;
-        ASSERT_RC(tw_schedule_at(s, e[i].deadline, i < burst ? early_run : ticker_run, &e[i],
-                                 NULL),
-                  TW_OK);
-    }
+    arm_burst_and_ticks(s, e, burst, burst + ticks, now, due, early_run, ticker_run);
     ASSERT_RC(tw_resume(s), TW_OK);
-    uint64_t limit = due + 30 * T_S;
-    for (;;) {
-        tw_stats st;
-        t_stats(s, &st);
-        if (st.fired == burst + ticks)
-            break;
-        if (tw_now(s) >= limit)
-            fail_msg("%" PRIu64 " of %zu ran 30 s after the tick", st.fired, burst + ticks);
-        t_sleep_ns(T_MS);
-    }
+    wait_fired(s, burst + ticks, due);
     uint64_t cascades = tw__rare_total(s, TW_RARE_EARLY_CASCADE);
     uint64_t claims = tw__rare_total(s, TW_RARE_EARLY_CLAIM);
     print_message("      workers %u, %s: %" PRIu64 " early drain(s) (%" PRIu64
@@ -886,12 +897,7 @@ static bool busy_burst_try(unsigned workers, int beyond)
                   workers, beyond ? "beyond level 0" : "level 0", cascades,
                   tw__rare_total(s, TW_RARE_CASCADE_YIELDED), claims);
     ASSERT_RC(tw_stop(s, NULL), TW_OK); /* every callback returned */
-    for (size_t i = 0; i < burst + ticks; i++) {
-        if (atomic_load(&e[i].runs) != 1)
-            fail_msg("timer %zu ran %d times", i, atomic_load(&e[i].runs));
-        if (atomic_load(&e[i].early))
-            fail_msg("timer %zu ran before its deadline", i);
-    }
+    expect_each_once(e, burst + ticks);
     tw_destroy(s);
     free(e);
     return beyond ? cascades >= 1 : claims >= 1;
@@ -1005,25 +1011,11 @@ static bool moved_in_try(unsigned workers)
         ASSERT_RC(tw_reschedule_at(s, h[i], due), TW_OK);
     }
     assert_int_equal(sched_setaffinity(0, sizeof mask, &mask), 0);
-    uint64_t limit = due + 30 * T_S;
-    for (;;) {
-        tw_stats st;
-        t_stats(s, &st);
-        if (st.fired == MOVED_N)
-            break;
-        if (tw_now(s) >= limit)
-            fail_msg("%" PRIu64 " of %d ran 30 s after the tick", st.fired, MOVED_N);
-        t_sleep_ns(T_MS);
-    }
+    wait_fired(s, MOVED_N, due);
     uint64_t claims = tw__rare_total(s, TW_RARE_EARLY_CLAIM);
     print_message("      workers %u: %" PRIu64 " early claim(s)\n", workers, claims);
     ASSERT_RC(tw_stop(s, NULL), TW_OK);
-    for (int i = 0; i < MOVED_N; i++) {
-        if (atomic_load(&e[i].runs) != 1)
-            fail_msg("timer %d ran %d times", i, atomic_load(&e[i].runs));
-        if (atomic_load(&e[i].early))
-            fail_msg("timer %d ran before its deadline", i);
-    }
+    expect_each_once(e, MOVED_N);
     tw_destroy(s);
     free(e);
     free(h);
@@ -1111,25 +1103,10 @@ static void claim_short_of_time_leaves_the_tick_before_first(void **state)
     atomic_store(&g_before_due, due - cfg.tick_ns);
     atomic_store(&g_short_s, s);
     atomic_store(&tw__early_piece_hook, hold_past_the_tick);
-    for (size_t i = 0; i < EARLY_N + ticks; i++) {
-        e[i].s = s;
-        e[i].deadline = i < EARLY_N ? due : now + (i - EARLY_N + 1) * cfg.tick_ns;
-        ASSERT_RC(tw_schedule_at(s, e[i].deadline,
-                                 i < EARLY_N ? ordered_burst_run : ordered_ticker_run, &e[i],
-                                 NULL),
-                  TW_OK);
-    }
+    arm_burst_and_ticks(s, e, EARLY_N, EARLY_N + ticks, now, due, ordered_burst_run,
+                        ordered_ticker_run);
     ASSERT_RC(tw_resume(s), TW_OK);
-    uint64_t limit = due + 30 * T_S;
-    for (;;) {
-        tw_stats st;
-        t_stats(s, &st);
-        if (st.fired == EARLY_N + ticks)
-            break;
-        if (tw_now(s) >= limit)
-            fail_msg("%" PRIu64 " of %zu ran 30 s after the tick", st.fired, EARLY_N + ticks);
-        t_sleep_ns(T_MS);
-    }
+    wait_fired(s, EARLY_N + ticks, due);
     atomic_store(&tw__early_piece_hook, NULL);
     atomic_store(&g_short_s, NULL);
     ASSERT_RC(tw_stop(s, NULL), TW_OK);
@@ -1137,12 +1114,7 @@ static void claim_short_of_time_leaves_the_tick_before_first(void **state)
     print_message("      the tick before's timer ran %d-th, the burst's first %d-th; %" PRIu64
                   " early claim(s), %" PRIu64 " gone late\n", before, first,
                   tw__rare_total(s, TW_RARE_EARLY_CLAIM), tw__rare_total(s, TW_RARE_EARLY_LATE));
-    for (size_t i = 0; i < EARLY_N + ticks; i++) {
-        if (atomic_load(&e[i].runs) != 1)
-            fail_msg("timer %zu ran %d times", i, atomic_load(&e[i].runs));
-        if (atomic_load(&e[i].early))
-            fail_msg("timer %zu ran before its deadline", i);
-    }
+    expect_each_once(e, EARLY_N + ticks);
     tw_destroy(s);
     free(e);
     assert_true(before >= 0 && first >= 0);
