@@ -425,6 +425,7 @@ static void *cursor_main(void *arg)
              * newest entries while they are far (defer.c, drain_log). */
             if (tw__defer_bound(s) <= target)
                 drain_logs(s, false);
+            target = tw__wheel_step_to(s, target); /* an early claim's tick on its own */
             if (tw__wheel_take_staged(s, target))
                 tw__deliver(s); /* workers = 0: an early claim's, first (wheel.c) */
             tw__wheel_step(s, target);

@@ -804,6 +804,8 @@ typedef struct tw_wheel {
     bool stash_parked;           /* the stash waits for the step to its tick (the
                                     claim would have had to grow its list) */
     bool stash_late;             /* its claim had gone late (counted) */
+    uint64_t declined_tick;      /* drainer: an early claim of this tick was declined
+                                    (wheel.c, no_time_left): the step claims it */
     size_t taken_at;             /* drainer: taken's entries before it are done
                                     with (a resumed claim's); 0 elsewhere */
     uint32_t hands_held;         /* drainer: windows open (a suspended claim's and
@@ -866,6 +868,11 @@ uint64_t tw__wheel_big_slot(tw_service *s, uint64_t T);
 /* False if nothing was done: declined (no time left before T to make its
  * room, and an earlier tick has work), or not T's to claim. */
 bool tw__wheel_claim_early(tw_service *s, uint64_t T, uint64_t stop_at);
+/* Where the cursor's next step goes, on its way to `target`: the tick
+ * before an early claim's, if a tick before that has work (a late cursor),
+ * so that its list goes to the workers after those ticks' timers, and
+ * unsorted; else target. */
+uint64_t tw__wheel_step_to(tw_service *s, uint64_t target);
 /* workers = 0: what a claim staged for a tick at or before T, moved to the
  * due list for tw__deliver before the step to T; false if nothing. */
 bool tw__wheel_take_staged(tw_service *s, uint64_t T);

@@ -569,7 +569,7 @@ static void count_removed(tw_wheel *w, uint32_t n)
 
 static void take_entries(tw_service *s, uint64_t T);
 static void cascade_pieces(tw_service *s, bool yield);
-static void hand_over_staged(tw_service *s, uint64_t T, bool deliver);
+static void hand_over_staged(tw_service *s, uint64_t T);
 static void claim_stash(tw_service *s, uint64_t T, uint64_t c);
 
 /* Drain slot (l, i), every lane, and claim or re-place what it held: a
@@ -900,10 +900,6 @@ void tw__wheel_step(tw_service *s, uint64_t T)
         return;
     if (s->wheel.cascade.n != 0 && T >= w->cascade_tick)
         cascade_pieces(s, false); /* an early drain's rest, relative to c, first */
-    /* What an early claim staged goes to the workers first, unless a tick
-     * before its own has work in this step (a late cursor): then it joins
-     * the due list, which is ordered, earliest first, before it goes. */
-    bool staged_first = w->staged.n == 0 || tw__wheel_next_work(s) >= w->staged_tick;
     hands_full(w, c + 1);
     /* Release: producers that read T (acquire) aim past it; the slots'
      * reopen stores come later, so a producer that sees a reopened slot
@@ -913,7 +909,7 @@ void tw__wheel_step(tw_service *s, uint64_t T)
     w->step_min_tick = UINT64_MAX;
     w->due_from = c + 1;
     tw__seg_budget(s);
-    hand_over_staged(s, T, staged_first);
+    hand_over_staged(s, T);
     for (uint32_t l = w->levels; l-- > 0;)
         drain_level(s, l, c, T);
     for (int j = 0; j < LATE_SLOTS; j++) {
@@ -1090,7 +1086,7 @@ static bool burst_at(tw_wheel *w, uint32_t l, uint32_t i, uint64_t c, tw_burst *
     bool held = w->staged.n != 0 || w->stash.n != 0;
     if (w->cascade.n != 0)
         return false; /* an early drain's rest first: it may add to this slot */
-    if (l == 0 ? e <= c + 1 || (held && w->staged_tick != e) ||
+    if (l == 0 ? e <= c + 1 || e == w->declined_tick || (held && w->staged_tick != e) ||
                      (w->stash.n != 0 && w->stash_parked)
                : held || sh >= w->bits)
         return false;
@@ -1123,7 +1119,7 @@ static void hand_over_staged_now(tw_service *s, uint64_t T)
     tw_wheel *w = &s->wheel;
     w->staged_tick = T;
     count_claims(s, w->due_from);
-    hand_over_staged(s, T, true);
+    hand_over_staged(s, T);
 }
 
 int (*_Atomic tw__early_piece_hook)(bool late, size_t staged); /* tests (internal.h) */
@@ -1324,10 +1320,18 @@ enum { ROOM_DECLINED = -1, ROOM_GIVE_WAY = 0, ROOM_READY = 1 };
  * lists as it goes: 50 ms for a million on the AMD guest) would hold up;
  * then it is declined, and the step to T claims the slot, pipelined, after
  * those ticks (a review's program, 2026-11-29: a cursor held up, or a lead
- * too short, made the tick before the burst's 50-300 ms late). */
+ * too short, made the tick before the burst's 50-300 ms late). Declined
+ * for good (declined_tick): a claim begun in a gap between earlier ticks'
+ * work, a few ms before T with no room made, grew its lists inside the
+ * take and went late, and the burst's first callback came 4-26 ms after
+ * its deadline (the second review, bench/beside with 64 slots a level);
+ * the step claims it pipelined, its first callbacks within a chunk's time. */
 static int no_time_left(tw_service *s, uint64_t T)
 {
-    return earlier_work_at(s, T) == UINT64_MAX ? ROOM_READY : ROOM_DECLINED;
+    if (earlier_work_at(s, T) == UINT64_MAX)
+        return ROOM_READY;
+    s->wheel.declined_tick = T; /* for good: a claim begun later still lacks the room */
+    return ROOM_DECLINED;
 }
 
 /* Before a claim takes its slot: room for the slot's n entries in `taken`
@@ -1432,10 +1436,10 @@ bool tw__wheel_claim_early(tw_service *s, uint64_t T, uint64_t stop_at)
 }
 
 /* The step to T (>= the staged tick) hands what was claimed early to the
- * workers before it drains anything (`deliver`), or leaves it in the due
- * list to be ordered with what the step claims. Its claims were counted
- * already. */
-static void hand_over_staged(tw_service *s, uint64_t T, bool deliver)
+ * workers before it drains anything. Its claims were counted already. A
+ * late cursor steps to the tick before the staged one first
+ * (tw__wheel_step_to), so that nothing due before it waits behind it. */
+static void hand_over_staged(tw_service *s, uint64_t T)
 {
     tw_wheel *w = &s->wheel;
     if (w->staged.n == 0 || w->staged_tick > T)
@@ -1449,8 +1453,18 @@ static void hand_over_staged(tw_service *s, uint64_t T, bool deliver)
         w->due.n += w->staged.n;
     }
     tw__vec_clear(&w->staged);
-    if (deliver)
-        tw__deliver_early(s);
+    tw__deliver_early(s);
+}
+
+uint64_t tw__wheel_step_to(tw_service *s, uint64_t target)
+{
+    tw_wheel *w = &s->wheel;
+    /* Relaxed: only the drainer writes cur. */
+    uint64_t c = atomic_load_explicit(&w->cur, memory_order_relaxed);
+    if (w->staged.n != 0 && c + 1 < w->staged_tick && w->staged_tick <= target &&
+        tw__wheel_next_work(s) < w->staged_tick)
+        return w->staged_tick - 1;
+    return target;
 }
 
 /* Without workers, what an early claim staged for a tick the cursor is
@@ -1459,11 +1473,10 @@ static void hand_over_staged(tw_service *s, uint64_t T, bool deliver)
  * behind its drains, the claim of a parked stash and the ordering of the
  * whole list. Every staged timer is due: there is no lookahead without
  * workers (cursor.c), so the cursor steps to T only at T's boundary. Not
- * when a tick before the staged one has work (a late cursor): the step
- * then runs that work first, in the order of the whole list (earliest
- * first), as it did before; a burst run first made a timer of an earlier
- * tick wait for the whole burst (45-50 ms instead of 12: a review,
- * 2026-11-29). */
+ * when a tick before the staged one has work (a late cursor): the cursor
+ * steps to the tick before first (tw__wheel_step_to), and the step runs
+ * that work; a burst run first made a timer of an earlier tick wait for
+ * the whole burst (45-50 ms instead of 12: a review, 2026-11-29). */
 bool tw__wheel_take_staged(tw_service *s, uint64_t T)
 {
     tw_wheel *w = &s->wheel;

@@ -861,6 +861,7 @@ static void burst_beyond_level_0_cascaded_early(void **state)
 enum { BUSY_PAST = 16 };
 
 static atomic_int g_ticker_runs; /* the busy service's timers of every tick */
+static uint64_t g_busy_lead = PLAIN_LEAD; /* tw__early_lead_override for busy_burst_try */
 
 static void ticker_run(tw_timer t, void *arg)
 {
@@ -880,7 +881,7 @@ static bool busy_burst_try(unsigned workers, int beyond)
     size_t ticks = HOOK_DUE / cfg.tick_ns + BUSY_PAST;
     early *e = calloc(burst + ticks, sizeof *e);
     assert_non_null(e);
-    tw__early_lead_override = PLAIN_LEAD;
+    tw__early_lead_override = g_busy_lead;
     tw_service *s = t_service_cfg(&cfg);
     tw__early_lead_override = 0;
     ASSERT_RC(tw_pause(s), TW_OK); /* armed whole before the cursor looks */
@@ -957,7 +958,10 @@ static void early_drain_gives_way_to_an_earlier_tick(void **state)
         atomic_store(&g_drain_pieces, 0);
         atomic_store(&g_ran_mid_drain, 0);
         atomic_store(&tw__cascade_piece_hook, drain_piece_hook);
+        g_busy_lead = HOOK_LEAD; /* the drain begins its room's 240 ticks ahead, so
+                                    that a held-up cursor still finds pieces left */
         busy_burst_on(workers, 1);
+        g_busy_lead = PLAIN_LEAD;
         atomic_store(&tw__cascade_piece_hook, NULL);
         print_message("      workers %u: %d pieces seen, a timer ran mid-drain: %d\n", workers,
                       atomic_load(&g_drain_pieces), atomic_load(&g_ran_mid_drain));
@@ -1114,11 +1118,105 @@ static void claim_short_of_time_leaves_the_tick_before_first(void **state)
     print_message("      the tick before's timer ran %d-th, the burst's first %d-th; %" PRIu64
                   " early claim(s), %" PRIu64 " gone late\n", before, first,
                   tw__rare_total(s, TW_RARE_EARLY_CLAIM), tw__rare_total(s, TW_RARE_EARLY_LATE));
+    uint64_t claims = tw__rare_total(s, TW_RARE_EARLY_CLAIM);
     expect_each_once(e, EARLY_N + ticks);
     tw_destroy(s);
     free(e);
+    assert_int_equal(claims, 0); /* declined (planted, no decline: 1, gone late) */
     assert_true(before >= 0 && first >= 0);
     assert_true(before < first);
+}
+
+/* A host that keeps the cursor off its CPU past an early claim's tick,
+ * beside timers due every tick (2 workers, a burst claimed HOOK_LEAD
+ * ahead). Either way the timer of the tick before the claim's must start
+ * before the burst's first:
+ *  - `hold_claim` 1: the claim held at its first look at the clock until
+ *    2 ms past its tick. The ticks before it have work, so it does not go
+ *    late (wheel.c, hand_over_once_due), which handed the burst to the
+ *    workers at once, 60-315 ms ahead of those ticks' timers (a review's
+ *    program); it gives the cursor back and the steps run them first.
+ *    Planted (late by the clock alone): the burst first.
+ *  - 0: the cursor held (tw__cursor_plan_hook) from a few ticks before the
+ *    claim's tick, the claim staged, until 2 ms past it. It then steps to
+ *    the tick before the claim's first (cursor.c, tw__wheel_step_to);
+ *    before, one step handed the staged list over first, and the timer of
+ *    the tick before ran behind the burst (the review: 45-66 ms late).
+ *    Planted (one step): the burst first.
+ * The workers' runs are ordered by when they start: three tries, one must
+ * see the right order. */
+static tw_service *_Atomic g_hold_s;
+static atomic_int g_cursor_held;
+
+static void hold_the_cursor_past_the_tick(tw_service *s)
+{
+    uint64_t before = atomic_load(&g_before_due); /* the tick before the claim's */
+    /* Relaxed: the cursor's own variable, read on the cursor. */
+    uint64_t cur = atomic_load_explicit(&s->wheel.cur, memory_order_relaxed);
+    if (s != atomic_load(&g_hold_s) || atomic_load(&g_cursor_held) || s->wheel.staged.n == 0 ||
+        cur + 3 < tw__tick_of(s, before - s->origin))
+        return;
+    atomic_store(&g_cursor_held, 1);
+    while (tw_now(s) < before + 3 * T_MS)
+        t_sleep_ns(T_MS / 4);
+}
+
+static bool late_cursor_try(int hold_claim)
+{
+    tw_config cfg;
+    tw_config_init(&cfg);
+    cfg.workers = 2;
+    size_t ticks = HOOK_DUE / cfg.tick_ns + BUSY_PAST;
+    early *e = calloc(EARLY_N + ticks, sizeof *e);
+    assert_non_null(e);
+    atomic_store(&g_run_order, 0);
+    atomic_store(&g_before_seq, -1);
+    atomic_store(&g_burst_first_seq, -1);
+    atomic_store(&g_cursor_held, 0);
+    tw__early_lead_override = HOOK_LEAD;
+    tw_service *s = t_service_cfg(&cfg);
+    tw__early_lead_override = 0;
+    ASSERT_RC(tw_pause(s), TW_OK);
+    uint64_t now = tw_now(s), due = now + HOOK_DUE;
+    atomic_store(&g_before_due, due - cfg.tick_ns);
+    if (hold_claim) {
+        atomic_store(&g_short_s, s);
+        atomic_store(&tw__early_piece_hook, hold_past_the_tick);
+    } else {
+        atomic_store(&g_hold_s, s);
+        atomic_store(&tw__cursor_plan_hook, hold_the_cursor_past_the_tick);
+    }
+    arm_burst_and_ticks(s, e, EARLY_N, EARLY_N + ticks, now, due, ordered_burst_run,
+                        ordered_ticker_run);
+    ASSERT_RC(tw_resume(s), TW_OK);
+    wait_fired(s, EARLY_N + ticks, due);
+    atomic_store(&tw__cursor_plan_hook, NULL);
+    atomic_store(&tw__early_piece_hook, NULL);
+    atomic_store(&g_hold_s, NULL);
+    atomic_store(&g_short_s, NULL);
+    ASSERT_RC(tw_stop(s, NULL), TW_OK);
+    int before = atomic_load(&g_before_seq), first = atomic_load(&g_burst_first_seq);
+    int held = hold_claim ? tw__rare_total(s, TW_RARE_EARLY_CLAIM) != 0
+                          : atomic_load(&g_cursor_held);
+    print_message("      held %d; the tick before's timer ran %d-th, the burst's first %d-th\n",
+                  held, before, first);
+    expect_each_once(e, EARLY_N + ticks);
+    tw_destroy(s);
+    free(e);
+    return held && before >= 0 && first >= 0 && before < first;
+}
+
+static void late_cursor_runs_the_tick_before_a_claim_first(void **state)
+{
+    (void)state;
+    for (int hold_claim = 1; hold_claim >= 0; hold_claim--) {
+        int attempt = 1;
+        while (!late_cursor_try(hold_claim)) {
+            if (++attempt > 3)
+                fail_msg("3 tries (%s held): the timer of the tick before never started "
+                         "before the burst", hold_claim ? "the claim" : "the cursor");
+        }
+    }
 }
 
 /* workers = 0: the cursor claims the slot early as well, and runs its
@@ -1552,9 +1650,11 @@ static int reset_after(void **state)
     (void)state;
     atomic_store(&tw__early_piece_hook, NULL);
     atomic_store(&tw__cascade_piece_hook, NULL);
+    atomic_store(&tw__cursor_plan_hook, NULL);
     tw__early_lead_override = 0;
     tw__lanes_override = 0;
     tw__grow_ns_per_kib_override = 0;
+    g_busy_lead = PLAIN_LEAD;
     return sched_setaffinity(0, sizeof g_mask_at_start, &g_mask_at_start);
 }
 
@@ -1576,6 +1676,7 @@ int main(void)
         cmocka_unit_test_teardown(early_drain_gives_way_to_an_earlier_tick, reset_after),
         cmocka_unit_test_teardown(burst_moved_in_from_one_lane_claimed_early, reset_after),
         cmocka_unit_test_teardown(claim_short_of_time_leaves_the_tick_before_first, reset_after),
+        cmocka_unit_test_teardown(late_cursor_runs_the_tick_before_a_claim_first, reset_after),
         cmocka_unit_test_teardown(next_due_sees_staged_timers_without_workers, reset_after),
         cmocka_unit_test_teardown(late_cursor_runs_earlier_ticks_before_a_staged_burst, reset_after),
         cmocka_unit_test_teardown(early_claim_overtaken_by_its_tick, reset_after),
