@@ -1087,34 +1087,59 @@ static int hold_past_the_tick(bool late, size_t staged)
     return 0;
 }
 
-static void claim_short_of_time_leaves_the_tick_before_first(void **state)
+/* The shape of the ordered tests: a service with `workers` workers and an
+ * early claim's lead of `lead` ticks, paused; its burst's tick *due, HOOK_DUE
+ * ahead of *now; room in *e for EARLY_N and *ticks timers of the ticks;
+ * the order of runs reset. */
+static tw_service *ordered_service(unsigned workers, uint64_t lead, early **e, size_t *ticks,
+                                   uint64_t *now, uint64_t *due)
 {
-    (void)state;
     tw_config cfg;
     tw_config_init(&cfg);
-    cfg.workers = 0;
-    size_t ticks = HOOK_DUE / cfg.tick_ns + BUSY_PAST;
-    early *e = calloc(EARLY_N + ticks, sizeof *e);
-    assert_non_null(e);
+    cfg.workers = workers;
+    *ticks = HOOK_DUE / cfg.tick_ns + BUSY_PAST;
+    *e = calloc(EARLY_N + *ticks, sizeof **e);
+    assert_non_null(*e);
     atomic_store(&g_run_order, 0);
     atomic_store(&g_before_seq, -1);
     atomic_store(&g_burst_first_seq, -1);
-    tw__early_lead_override = 2;
+    tw__early_lead_override = lead;
     tw_service *s = t_service_cfg(&cfg);
     tw__early_lead_override = 0;
     ASSERT_RC(tw_pause(s), TW_OK);
-    uint64_t now = tw_now(s), due = now + HOOK_DUE;
-    atomic_store(&g_before_due, due - cfg.tick_ns);
-    atomic_store(&g_short_s, s);
-    atomic_store(&tw__early_piece_hook, hold_past_the_tick);
+    *now = tw_now(s);
+    *due = *now + HOOK_DUE;
+    atomic_store(&g_before_due, *due - cfg.tick_ns);
+    return s;
+}
+
+/* Arm, run all, take the hooks out and stop; the order the timer of the
+ * tick before the burst's and the burst's first started in. */
+static void run_ordered(tw_service *s, early *e, size_t ticks, uint64_t now, uint64_t due,
+                        int *before, int *first)
+{
     arm_burst_and_ticks(s, e, EARLY_N, EARLY_N + ticks, now, due, ordered_burst_run,
                         ordered_ticker_run);
     ASSERT_RC(tw_resume(s), TW_OK);
     wait_fired(s, EARLY_N + ticks, due);
+    atomic_store(&tw__cursor_plan_hook, NULL);
     atomic_store(&tw__early_piece_hook, NULL);
-    atomic_store(&g_short_s, NULL);
     ASSERT_RC(tw_stop(s, NULL), TW_OK);
-    int before = atomic_load(&g_before_seq), first = atomic_load(&g_burst_first_seq);
+    *before = atomic_load(&g_before_seq);
+    *first = atomic_load(&g_burst_first_seq);
+}
+
+static void claim_short_of_time_leaves_the_tick_before_first(void **state)
+{
+    (void)state;
+    early *e;
+    size_t ticks;
+    uint64_t now, due;
+    tw_service *s = ordered_service(0, 2, &e, &ticks, &now, &due);
+    atomic_store(&g_short_s, s);
+    atomic_store(&tw__early_piece_hook, hold_past_the_tick);
+    int before, first;
+    run_ordered(s, e, ticks, now, due, &before, &first);
     print_message("      the tick before's timer ran %d-th, the burst's first %d-th; %" PRIu64
                   " early claim(s), %" PRIu64 " gone late\n", before, first,
                   tw__rare_total(s, TW_RARE_EARLY_CLAIM), tw__rare_total(s, TW_RARE_EARLY_LATE));
@@ -1163,22 +1188,11 @@ static void hold_the_cursor_past_the_tick(tw_service *s)
 
 static bool late_cursor_try(int hold_claim)
 {
-    tw_config cfg;
-    tw_config_init(&cfg);
-    cfg.workers = 2;
-    size_t ticks = HOOK_DUE / cfg.tick_ns + BUSY_PAST;
-    early *e = calloc(EARLY_N + ticks, sizeof *e);
-    assert_non_null(e);
-    atomic_store(&g_run_order, 0);
-    atomic_store(&g_before_seq, -1);
-    atomic_store(&g_burst_first_seq, -1);
     atomic_store(&g_cursor_held, 0);
-    tw__early_lead_override = HOOK_LEAD;
-    tw_service *s = t_service_cfg(&cfg);
-    tw__early_lead_override = 0;
-    ASSERT_RC(tw_pause(s), TW_OK);
-    uint64_t now = tw_now(s), due = now + HOOK_DUE;
-    atomic_store(&g_before_due, due - cfg.tick_ns);
+    early *e;
+    size_t ticks;
+    uint64_t now, due;
+    tw_service *s = ordered_service(2, HOOK_LEAD, &e, &ticks, &now, &due);
     if (hold_claim) {
         atomic_store(&g_short_s, s);
         atomic_store(&tw__early_piece_hook, hold_past_the_tick);
@@ -1186,16 +1200,8 @@ static bool late_cursor_try(int hold_claim)
         atomic_store(&g_hold_s, s);
         atomic_store(&tw__cursor_plan_hook, hold_the_cursor_past_the_tick);
     }
-    arm_burst_and_ticks(s, e, EARLY_N, EARLY_N + ticks, now, due, ordered_burst_run,
-                        ordered_ticker_run);
-    ASSERT_RC(tw_resume(s), TW_OK);
-    wait_fired(s, EARLY_N + ticks, due);
-    atomic_store(&tw__cursor_plan_hook, NULL);
-    atomic_store(&tw__early_piece_hook, NULL);
-    atomic_store(&g_hold_s, NULL);
-    atomic_store(&g_short_s, NULL);
-    ASSERT_RC(tw_stop(s, NULL), TW_OK);
-    int before = atomic_load(&g_before_seq), first = atomic_load(&g_burst_first_seq);
+    int before, first;
+    run_ordered(s, e, ticks, now, due, &before, &first);
     int held = hold_claim ? tw__rare_total(s, TW_RARE_EARLY_CLAIM) != 0
                           : atomic_load(&g_cursor_held);
     print_message("      held %d; the tick before's timer ran %d-th, the burst's first %d-th\n",
@@ -1655,6 +1661,8 @@ static int reset_after(void **state)
     tw__lanes_override = 0;
     tw__grow_ns_per_kib_override = 0;
     g_busy_lead = PLAIN_LEAD;
+    atomic_store(&g_short_s, NULL);
+    atomic_store(&g_hold_s, NULL);
     return sched_setaffinity(0, sizeof g_mask_at_start, &g_mask_at_start);
 }
 
