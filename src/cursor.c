@@ -11,9 +11,14 @@
  *     clock it reads is the service's, frozen then, so no tick is due;
  *   - when ticks are due (now >= origin + T * tick_ns for T > cur), step to
  *     T at once: a late cursor (stalled machine, long cascade, slow inline
- *     callback) catches up in one step, without sleeping;
- *   - when caught up with an early claim of a large slot that gave the
- *     cursor back for the ticks before it (wheel.c), go on with that claim;
+ *     callback) catches up in one step, without sleeping (two, if an early
+ *     claim's tick is among them and a tick before it has work:
+ *     tw__wheel_step_to);
+ *   - when caught up with an early claim of a large slot, or an early drain
+ *     of one above level 0, that gave the cursor back for the ticks before
+ *     it (wheel.c), go on with it;
+ *   - when caught up, start on a burst whose lead has come (the producers'
+ *     marks: start_burst), busy, idle or compacting;
  *   - when caught up and the next tick has work, sleep to that tick's
  *     absolute boundary (clock_nanosleep, TIMER_ABSTIME): no drift;
  *   - when the next work is further away (occupancy bitmaps), publish the
@@ -287,9 +292,8 @@ static uint64_t burst_start_at(tw_service *s)
  * tick (a busy server) or a timer due a tick before it, a burst was
  * claimed at its tick: bench/beside with probes armed 20-50 ms ahead, a
  * million's first callback 2-20 ms after its deadline, against 0.06-0.1
- * ms with probes 3 ms ahead. The claim gives way to the earlier ticks
- * (wheel.c, suspended claims); an early drain does not, but it costs the
- * ticks before it what the step to its epoch would have. */
+ * ms with probes 3 ms ahead. Both the claim and the drain give way to
+ * the earlier ticks (wheel.c, suspended claims, early cascades). */
 static bool start_burst(tw_service *s, uint64_t cur, uint64_t *w)
 {
     tw_burst b;
@@ -442,10 +446,8 @@ static void *cursor_main(void *arg)
             continue;
         }
         /* Likewise an early drain of a burst beyond level 0 (wheel.c). */
-        if (tw__wheel_cascade_resumable(s)) {
-            tw__wheel_cascade_resume(s);
+        if (tw__wheel_cascade_resume(s))
             continue;
-        }
         /* Caught up: compaction's turn (wheel.c). While it has more to do,
          * sleep one tick, not until the next occupied slot. */
         if (tw__wheel_maintain(s)) {

@@ -859,14 +859,14 @@ uint64_t tw__wheel_overflowed(tw_service *s);
 uint64_t tw__wheel_entries(tw_service *s);
 /* The earliest tick after cur with work, or UINT64_MAX. Drainer only. */
 uint64_t tw__wheel_next_work(tw_service *s);
-/* Early claims (wheel.c; the cursor): the entries in
- * T's level-0 slot if they are enough to claim before T (else 0); claim
- * them, for the step to T to hand over first. stop_at: the service clock
- * reading at which the cursor would step to T; a claim still going then
- * hands over what it has and delivers the rest itself. */
-uint64_t tw__wheel_big_slot(tw_service *s, uint64_t T);
-/* False if nothing was done: declined (no time left before T to make its
+/* Early claims (wheel.c; the cursor). Tests (test_defer.c): the entries
+ * in T's level-0 slot if they are a burst the cursor may claim now (else
+ * 0). Claim the slot of T, for the step to T to hand over first. stop_at:
+ * the service clock reading at which the cursor would step to T; a claim
+ * still going then hands over what it has and delivers the rest itself.
+ * False if nothing was done: declined (no time left before T to make its
  * room, and an earlier tick has work), or not T's to claim. */
+uint64_t tw__wheel_big_slot(tw_service *s, uint64_t T);
 bool tw__wheel_claim_early(tw_service *s, uint64_t T, uint64_t stop_at);
 /* Where the cursor's next step goes, on its way to `target`: the tick
  * before an early claim's, if a tick before that has work (a late cursor),
@@ -897,9 +897,8 @@ bool tw__wheel_next_burst(tw_service *s, uint64_t (*when)(const tw_service *, co
  * it is not yet within room of cur, or no longer e's. */
 bool tw__wheel_cascade_early(tw_service *s, uint64_t e, uint32_t level);
 /* An early drain that gave the cursor back has entries left to place:
- * place them (giving way again if need be). */
-bool tw__wheel_cascade_resumable(const tw_service *s);
-void tw__wheel_cascade_resume(tw_service *s);
+ * place them (giving way again if need be); false if it has none. */
+bool tw__wheel_cascade_resume(tw_service *s);
 /* A claim that gave the cursor back for an earlier tick (wheel.c,
  * suspended claims) and may go on now: true, and its tick in *T. */
 bool tw__wheel_claim_resumable(tw_service *s, uint64_t *T);

@@ -898,7 +898,7 @@ void tw__wheel_step(tw_service *s, uint64_t T)
     uint64_t c = atomic_load_explicit(&w->cur, memory_order_relaxed);
     if (T <= c)
         return;
-    if (s->wheel.cascade.n != 0 && T >= w->cascade_tick)
+    if (w->cascade.n != 0 && T >= w->cascade_tick)
         cascade_pieces(s, false); /* an early drain's rest, relative to c, first */
     hands_full(w, c + 1);
     /* Release: producers that read T (acquire) aim past it; the slots'
@@ -1313,7 +1313,24 @@ static size_t fresh_entries(const tw_vec *v, size_t want)
     return want > ready ? want - ready : 0;
 }
 
-enum { ROOM_DECLINED = -1, ROOM_GIVE_WAY = 0, ROOM_READY = 1 };
+enum { ROOM_DECLINED = -1, ROOM_GIVE_WAY = 0, ROOM_READY = 1, ROOM_NO_TIME = 2 };
+
+/* Room in v for `want` entries, faulted in a piece at a time
+ * (tw__vec_touch): ROOM_READY; ROOM_NO_TIME once the clock reaches
+ * stop_at; ROOM_GIVE_WAY once the work of a tick before T is due. The
+ * room made so far stays. */
+static int fault_in(tw_service *s, tw_vec *v, size_t want, uint64_t T, uint64_t stop_at)
+{
+    tw__vec_reserve(v, want);
+    while (tw__vec_touch(v, want)) {
+        uint64_t now = tw__clock_read(s);
+        if (now >= stop_at)
+            return ROOM_NO_TIME;
+        if (now >= earlier_work_at(s, T))
+            return ROOM_GIVE_WAY;
+    }
+    return ROOM_READY;
+}
 
 /* No time left to make a claim's room before T: it goes ahead as it is,
  * unless a tick before T has work, which its take of the slot (growing
@@ -1342,9 +1359,9 @@ static int no_time_left(tw_service *s, uint64_t T)
  * of a million-timer slot, with the slot closed and every earlier tick
  * held up, took 39-54 ms, 7-8 ms of it the take itself once `taken` was
  * faulted in beforehand (bench/beside: ordinary timers came up to 50 ms
- * late beside the burst). Returns false when an earlier tick's work came
+ * late beside the burst). ROOM_GIVE_WAY when an earlier tick's work came
  * due first: the cursor steps to it and comes back, and the room made so
- * far stays. With no time left before T the claim goes ahead as it is. */
+ * far stays. With no time left before T, no_time_left says. */
 static int claim_room(tw_service *s, uint64_t T, uint64_t stop_at, size_t n)
 {
     tw_wheel *w = &s->wheel;
@@ -1355,14 +1372,9 @@ static int claim_room(tw_service *s, uint64_t T, uint64_t stop_at, size_t n)
     if (tw__clock_read(s) + kib * w->grow_ns_per_kib >= stop_at)
         return no_time_left(s, T); /* the claim would grow what it must (staged_may_grow) */
     for (size_t k = 0; k < 2; k++) {
-        tw__vec_reserve(lists[k], want[k]);
-        while (tw__vec_touch(lists[k], want[k])) {
-            uint64_t now = tw__clock_read(s);
-            if (now >= stop_at)
-                return no_time_left(s, T);
-            if (now >= earlier_work_at(s, T))
-                return ROOM_GIVE_WAY;
-        }
+        int rc = fault_in(s, lists[k], want[k], T, stop_at);
+        if (rc != ROOM_READY)
+            return rc == ROOM_NO_TIME ? no_time_left(s, T) : rc;
     }
     return ROOM_READY;
 }
@@ -1487,28 +1499,8 @@ bool tw__wheel_take_staged(tw_service *s, uint64_t T)
     return true;
 }
 
-/* ---- early cascades (the cursor) -------------------------------------------- */
+/* ---- bursts and early cascades (the cursor) --------------------------------- */
 
-/*
- * A burst armed further ahead than a level-0 turn (a million sessions
- * armed at start-up with a 10 s timeout) waits in a slot of level 1 or
- * above, whose epoch lies up to 2^(step * l) - 1 ticks before the burst's
- * tick. The step to that epoch placed it again entry by entry, 80-150 ns
- * each: a million took 100-150 ms there, so the level-0 slot it filled
- * came too late for its early claim, and the first callback 115-150 ms
- * after the deadline whenever the tick was not the epoch itself (defaults
- * and 1024 slots alike; WL5 with 16 or 64 slots a level, whose +200 ms is
- * beyond level 0: 132 ms; 2026-11-29). So when such a slot holds at
- * least TW_EARLY_MIN entries (a burst, below), the cursor drains it
- * before its epoch, as soon as every entry in it falls within level 0's
- * turn once placed again (tw__wheel_cascade_early, with the lead cursor.c
- * gives it): the entries go to their level-0 slots, the slot reopens for
- * the same epoch, and the large level-0 slot that results is claimed
- * early as any other. Beside earlier work the drain does not give way, as
- * the step to its epoch would not have either. Nothing
- * in the slot is due (its epoch is after cur), and no producer aims at
- * it meanwhile: a placement within level 0's turn goes to level 0.
- */
 /*
  * Bursts: how the cursor finds the slots worth starting on early. A
  * producer whose reservation is the big_at-th of its lane of a slot (a
@@ -1524,7 +1516,7 @@ bool tw__wheel_take_staged(tw_service *s, uint64_t T)
  * and claimed at its tick: a review's program, 2026-11-29.) A mark may
  * outlive its burst (cancelled and compacted away, or set by a producer
  * of the round being drained), which costs a look at the slot's count,
- * at most one wake-up, and about 4 ns a plan (a review measured 2 us a
+ * at most one wake-up, and about 8 ns a plan (a review measured 2 us a
  * plan with 256 such marks). The drain and the compaction clear it with
  * the occupancy bit. The cursor reads the marks of the levels whose
  * slots fit level 0's turn (the others cannot be drained early) whenever
@@ -1561,6 +1553,27 @@ bool tw__wheel_next_burst(tw_service *s, uint64_t (*when)(const tw_service *, co
     }
     return *at != UINT64_MAX;
 }
+
+/*
+ * A burst armed further ahead than a level-0 turn (a million sessions
+ * armed at start-up with a 10 s timeout) waits in a slot of level 1 or
+ * above, whose epoch lies up to 2^(step * l) - 1 ticks before the burst's
+ * tick. The step to that epoch placed it again entry by entry, 80-150 ns
+ * each: a million took 100-150 ms there, so the level-0 slot it filled
+ * came too late for its early claim, and the first callback 115-150 ms
+ * after the deadline whenever the tick was not the epoch itself (defaults
+ * and 1024 slots alike; WL5 with 16 or 64 slots a level, whose +200 ms is
+ * beyond level 0: 132 ms; 2026-11-29). So when such a slot holds at
+ * least TW_EARLY_MIN entries (a burst, below), the cursor drains it
+ * before its epoch, as soon as every entry in it falls within level 0's
+ * turn once placed again (tw__wheel_cascade_early, with the lead cursor.c
+ * gives it): the entries go to their level-0 slots, the slot reopens for
+ * the same epoch, and the large level-0 slot that results is claimed
+ * early as any other, in pieces that give way to earlier ticks' work
+ * (below). Nothing in the slot is due (its epoch is after cur), and no
+ * producer aims at it meanwhile: a placement within level 0's turn goes
+ * to level 0.
+ */
 
 /* The drain in pieces. The slot's entries are copied out whole into
  * `cascade` (the slot closed only for the copy, as an early claim's is;
@@ -1621,19 +1634,6 @@ static void cascade_pieces(tw_service *s, bool yield)
     tw__seg_poll(s);
 }
 
-/* Room in `cascade` for n entries, faulted in a piece at a time; false
- * once an earlier tick's work is due (the room made so far stays). */
-static bool cascade_room(tw_service *s, size_t n, uint64_t e)
-{
-    tw_vec *v = &s->wheel.cascade;
-    tw__vec_reserve(v, v->n + n);
-    while (tw__vec_touch(v, v->n + n)) {
-        if (tw__clock_read(s) >= earlier_work_at(s, e))
-            return false;
-    }
-    return true;
-}
-
 bool tw__wheel_cascade_early(tw_service *s, uint64_t e, uint32_t l)
 {
     tw_wheel *w = &s->wheel;
@@ -1644,7 +1644,7 @@ bool tw__wheel_cascade_early(tw_service *s, uint64_t e, uint32_t l)
     if (w->cascade.n != 0 || e <= c || sh >= w->bits || next_epoch_after(w, l, i, c) != e ||
         e + (1ull << sh) - 1 - c >= (1ull << w->bits))
         return false; /* the step is next, or some would not land in level 0 yet */
-    if (!cascade_room(s, slot_entries(w, l, i), e))
+    if (fault_in(s, &w->cascade, slot_entries(w, l, i), e, UINT64_MAX) != ROOM_READY)
         return true; /* an earlier tick first; the drain comes back */
     tw__count_rare(s, TW_RARE_EARLY_CASCADE);
     hands_full(w, c + 1); /* until the last entry is placed again (cascade_pieces) */
@@ -1667,14 +1667,12 @@ bool tw__wheel_cascade_early(tw_service *s, uint64_t e, uint32_t l)
     return true;
 }
 
-bool tw__wheel_cascade_resumable(const tw_service *s)
+bool tw__wheel_cascade_resume(tw_service *s)
 {
-    return s->wheel.cascade.n != 0;
-}
-
-void tw__wheel_cascade_resume(tw_service *s)
-{
+    if (s->wheel.cascade.n == 0)
+        return false;
     cascade_pieces(s, true);
+    return true;
 }
 
 /* ---- compaction (the drainer only) ---------------------------------------- */
