@@ -302,6 +302,31 @@ static inline tw_record *tw__rec(const tw_records *r, uint32_t idx)
     tw_record *c = atomic_load_explicit(&((tw_records *)r)->chunk[j], memory_order_acquire);
     return c ? &c[idx - (((1u << j) - 1u) << TW_REC_CHUNK0_SHIFT)] : NULL;
 }
+/* Fetch the line at p for writing: it comes in exclusive, so the write
+ * or CAS that follows does not fetch it a second time. A record (or slot
+ * entry) last written on another core and read first comes in shared, and
+ * the CAS then waits for a second hand-off to own it: WL6's touch, a
+ * reschedule of a random session, spent 26% of its time on that CAS after
+ * 65% on the load (perf, AMD guest, hand-offs of 420 ns). GCC and clang
+ * turn __builtin_prefetch(p, 1, 3) into a plain prefetcht0 unless built
+ * for a CPU with PREFETCHW (-mprfchw), so on x86-64 we issue it ourselves
+ * when CPUID says the CPU has it (tw__cpu_prefetchw, records.c). A hint:
+ * it never faults and changes no value. */
+#if defined(__x86_64__)
+extern bool tw__cpu_prefetchw;
+static inline void tw__prefetch_for_write(const void *p)
+{
+    if (__builtin_expect(tw__cpu_prefetchw, 1))
+        __asm__ volatile("prefetchw %0" : : "m"(*(const char *)p));
+    else
+        __builtin_prefetch(p, 1, 3);
+}
+#else
+static inline void tw__prefetch_for_write(const void *p)
+{
+    __builtin_prefetch(p, 1, 3);
+}
+#endif
 /* The chunk record idx lies in. */
 static inline uint32_t tw__rec_chunk(uint32_t idx)
 {

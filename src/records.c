@@ -130,6 +130,9 @@
 
 #include <sched.h>
 #include <stdlib.h>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -141,6 +144,20 @@
 
 #define TW_SCAN_SLICE    16384u  /* records read per step (640 KiB) */
 #define TW_DISCARD_SLICE 256u    /* pages given back per step (1 MiB of 4 KiB pages) */
+
+#if defined(__x86_64__)
+/* The CPU has PREFETCHW (CPUID 0x80000001, ECX bit 8: every AMD64 CPU,
+ * Intel's since Broadwell), which tw__prefetch_for_write issues. Written
+ * once, by the loader, before any thread of ours exists; read-only after,
+ * so its plain reads race with nothing. */
+bool tw__cpu_prefetchw;
+
+__attribute__((constructor)) static void probe_prefetchw(void)
+{
+    unsigned a, b, c, d;
+    tw__cpu_prefetchw = __get_cpuid(0x80000001u, &a, &b, &c, &d) && (c & bit_PRFCHW);
+}
+#endif
 
 static uint32_t chunk_of(uint32_t idx, uint32_t *offset)
 {

@@ -207,7 +207,7 @@ static int ensure_room(tw_slot *sl, tw_seg_guard *g, uint32_t cap, uint32_t pos,
     if (have) {
         /* The entry we are about to reserve: its line (last written by the
          * drain's tombstones, on another core) comes in while we reserve. */
-        __builtin_prefetch(&have[off], 1, 3);
+        tw__prefetch_for_write(&have[off]);
         *entry = &have[off];
         return TW_OK;
     }

@@ -948,7 +948,7 @@ static void claim_list(tw_service *s, const tw_vec *list, uint64_t T, size_t fro
         if (n + TAKE_AHEAD < list->n) {
             tw_record *ahead = tw__rec(&s->rec, (uint32_t)list->v[n + TAKE_AHEAD]);
             if (ahead)
-                __builtin_prefetch(ahead, 1, 3);
+                tw__prefetch_for_write(ahead);
         }
         take_entry(s, list->v[n], T, into, keep_at);
     }

@@ -949,7 +949,7 @@ static tw_record *prefetch_record(tw_service *s, tw_timer h)
      * whose record is gone is harmless here (no access, a hint only). */
     tw_record *rec = tw__rec(&s->rec, tw__handle_idx(h));
     if (rec)
-        __builtin_prefetch(rec, 1, 3);
+        tw__prefetch_for_write(rec);
     return rec;
 }
 
