@@ -448,6 +448,11 @@ extern int (*_Atomic tw__early_piece_hook)(bool late, size_t staged);
  * with how many of its entries are placed so far and of how many. NULL
  * (the default): nothing is called. */
 extern void (*_Atomic tw__cascade_piece_hook)(size_t placed, size_t n);
+/* Tests only (tests/test_workers.c): when it returns true, the cursor's
+ * compaction says it has more to do (tw__wheel_maintain), as under steady
+ * cancel churn, so the cursor stays in its compaction branch, a tick at a
+ * time. NULL (the default): nothing is called. */
+extern bool (*_Atomic tw__compacting_hook)(void);
 /* Bytes of record chunks below the table's top (tests, soak). */
 size_t tw__rec_table_bytes(const tw_records *r);
 /* Release a lease on a record in PENDING|LEASE (deadline already written):

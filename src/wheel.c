@@ -1887,7 +1887,17 @@ bool tw__wheel_trim_due(tw_service *s, uint64_t *at)
     return above;
 }
 
-bool tw__wheel_maintain(tw_service *s)
+bool (*_Atomic tw__compacting_hook)(void); /* tests (internal.h) */
+
+static bool compacting_hook_says_more(void)
+{
+    /* Acquire: the hook's code and data as the test set them. */
+    bool (*hook)(void) = atomic_load_explicit(&tw__compacting_hook, memory_order_acquire);
+    return hook && hook();
+}
+
+/* One round of compaction: true if the wheel is still over its allowance. */
+static bool compact_round(tw_service *s)
 {
     tw_wheel *w = &s->wheel;
     uint64_t entries = tw__wheel_entries_estimate(s);
@@ -1915,6 +1925,11 @@ bool tw__wheel_maintain(tw_service *s)
     }
     w->compacted += done;
     return entries - done > allowed;
+}
+
+bool tw__wheel_maintain(tw_service *s)
+{
+    return compact_round(s) || compacting_hook_says_more();
 }
 
 /* ---- the idle scan (the drainer only) ------------------------------------- */

@@ -924,6 +924,27 @@ static void burst_started_early_beside_timers_due_every_tick(void **state)
     busy_burst_on(0, 1);
 }
 
+/* A burst while the cursor compacts: steady cancel churn keeps the
+ * wheel's compaction going tick after tick, and the cursor then passes
+ * its loop through the compaction branch, never through cursor_sleep,
+ * where bursts were started (a review, 2026-11-29: a burst was claimed at
+ * its tick). The hook stands in for the churn: compaction says it has
+ * more to do on every pass. Planted (no start_burst in that branch): the
+ * burst at level 0 was claimed at its tick in 3 tries of 3. */
+static bool always_more_to_compact(void)
+{
+    return true;
+}
+
+static void burst_started_early_while_compacting(void **state)
+{
+    (void)state;
+    atomic_store(&tw__compacting_hook, always_more_to_compact);
+    busy_burst_on(2, 0);
+    busy_burst_on(2, 1);
+    atomic_store(&tw__compacting_hook, NULL);
+}
+
 /* An early drain gives the cursor back to an earlier tick's work between
  * its pieces, and goes on after (wheel.c, early cascades): done in one
  * go, a million held every tick up for 25-40 ms (bench/beside, 256 slots
@@ -1657,6 +1678,7 @@ static int reset_after(void **state)
     atomic_store(&tw__early_piece_hook, NULL);
     atomic_store(&tw__cascade_piece_hook, NULL);
     atomic_store(&tw__cursor_plan_hook, NULL);
+    atomic_store(&tw__compacting_hook, NULL);
     tw__early_lead_override = 0;
     tw__lanes_override = 0;
     tw__grow_ns_per_kib_override = 0;
@@ -1681,6 +1703,7 @@ int main(void)
         cmocka_unit_test_teardown(large_slot_claimed_early_without_workers, reset_after),
         cmocka_unit_test_teardown(burst_beyond_level_0_cascaded_early, reset_after),
         cmocka_unit_test_teardown(burst_started_early_beside_timers_due_every_tick, reset_after),
+        cmocka_unit_test_teardown(burst_started_early_while_compacting, reset_after),
         cmocka_unit_test_teardown(early_drain_gives_way_to_an_earlier_tick, reset_after),
         cmocka_unit_test_teardown(burst_moved_in_from_one_lane_claimed_early, reset_after),
         cmocka_unit_test_teardown(claim_short_of_time_leaves_the_tick_before_first, reset_after),
