@@ -192,14 +192,15 @@ typedef struct tw_record {
                                   written by the arming thread */
     _Atomic uint64_t deadline; /* live: ns since the service's origin, written by
                                   the owner (scheduler, lease holder, re-arming
-                                  runner). FREE: the free-list link (index + 1,
-                                  0 = end) */
+                                  runner). FREE, on a free list: its block's
+                                  tree (records.c, the free lists) */
     _Atomic(tw_callback) cb;   /* written by the scheduler before it publishes
                                   PENDING, read by owners; atomic (relaxed) for
                                   tw_foreach_pending, which reads it as the
                                   stop sweep reads arg (service.c) */
     _Atomic(void *) arg;       /* as cb; atomic for the stop sweep, which reads
-                                  it before its CAS decides (service.c) */
+                                  it before its CAS decides (service.c). FREE,
+                                  a block's root: its children (records.c) */
 } tw_record;
 _Static_assert(sizeof(tw_record) == 40, "a record is 40 bytes");
 

@@ -32,15 +32,16 @@
  * churn on one thread does not touch shared memory (a full magazine hands
  * half of itself over, one CAS per chunk it spans; an empty one takes
  * never-used records 16 at a time). Beyond that, each chunk has its own
- * free list, a Treiber stack over record indexes with a tag in the head
- * word, one 64-bit CAS; a FREE record's deadline word holds its link, and
- * a pop takes from the lowest chunk that has one. ck_stack would need the
- * double-width CAS that our TSan build cannot see (notes/DEPENDENCIES.md),
- * and liburcu's lfstack pops need RCU or a mutex; indexes into a
- * type-stable table make a single-word tagged stack enough. A pop reads the
- * link of a record that another thread may have popped and reused
- * meanwhile (its deadline word then holds a deadline): that read is atomic
- * and its value is discarded when the tag CAS fails.
+ * free list, a Treiber stack of blocks of records (a block: the records
+ * pushed together, as a tree in their deadline and arg words; see "the
+ * free lists" below) with a tag in the head word, one 64-bit CAS; a pop
+ * takes a block from the lowest chunk that has one. ck_stack would need
+ * the double-width CAS that our TSan build cannot see
+ * (notes/DEPENDENCIES.md), and liburcu's lfstack pops need RCU or a mutex;
+ * indexes into a type-stable table make a single-word tagged stack enough.
+ * A pop reads the word of a root that another thread may have popped and
+ * reused meanwhile (its deadline word then holds a deadline): that read
+ * is atomic and its value is discarded when the tag CAS fails.
  *
  * Giving the top back. The table used to keep its high-water mark: a burst
  * of a million timers left 40 MB of records for the service's life, reused
@@ -454,39 +455,126 @@ static int fresh_indexes(tw_records *r, uint32_t want, uint32_t *first, uint32_t
 
 /* ---- the free lists ---------------------------------------------------------- */
 
+/*
+ * Blocks. A list is a stack of blocks, each up to TW_BLOCK records of its
+ * chunk pushed together (half a magazine, a batch of frees). A block's
+ * records b[0..n) form a binary tree in heap order, b[0] its root: record
+ * b[k]'s children b[2k+1] + 1 and b[2k+2] + 1 (low and high 32 bits; 0:
+ * none) are in its deadline word, the root's in its arg word; the root's
+ * deadline word holds the next block's root + 1 (low 32 bits; 0: the end)
+ * and n (high 32 bits). The head names a root. The deadline word shares
+ * the state word's line in six records of eight (40-byte records), which
+ * the freeing thread has in its cache: the arg word, in half of them on
+ * the next line, cost WL2's cancels a miss every other record when every
+ * node kept its children there.
+ *
+ * Why a tree: a thread that takes a block learns the indexes of its
+ * records a level at a time, each level's loads independent of each other
+ * (tw__prefetch_for_write brings every record in as it is named), so the
+ * 64 records of a block cost about 7 memory latencies, not 64. As a chain
+ * (each record's deadline naming the next, until 2026-11-29) the records
+ * came one after the other: after a million timers were cancelled in
+ * random order, a schedule took 150-185 ns against 69 ns fresh, the
+ * chain's misses end to end.
+ *
+ * Readers of arg on records they do not own (pending_info, the stop
+ * sweep, tw_foreach_pending) validate what they read by the state word,
+ * which says FREE here; a popper that lost the race for a root reads
+ * another timer's words and discards them when its tagged CAS fails.
+ * A thread without a magazine (no owned counter stripe) takes one record,
+ * the root, and pushes its two subtrees back as blocks (one CAS): each is
+ * a tree in the same order already, and only its root's words are
+ * written.
+ */
+#define TW_BLOCK 64
+_Static_assert(TW_BLOCK <= TW_MAGAZINE, "a block fits an empty magazine");
+_Static_assert(sizeof(void *) >= 8, "two indexes fit an arg word");
+
+/* A root's deadline word: the next block (root + 1, 0: none), its size. */
+static uint64_t block_word(uint32_t next_plus_one, uint32_t n)
+{
+    return (uint64_t)n << 32 | next_plus_one;
+}
+
+/* A root's children (index + 1 in the low and high 32 bits, 0: none) as
+ * its arg word. */
+static void *kids_word(uint64_t kids)
+{
+    return (void *)(uintptr_t)kids;
+}
+
+/* Relaxed, both: the block's records are ours (a pop's acquire and
+ * seq_cst CAS ordered the pusher's stores before). */
+static uint64_t root_kids(tw_record *rec)
+{
+    return (uint64_t)(uintptr_t)atomic_load_explicit(&rec->arg, memory_order_relaxed);
+}
+
+static uint64_t node_kids(tw_record *rec)
+{
+    return atomic_load_explicit(&rec->deadline, memory_order_relaxed);
+}
+
+/* Nodes in the subtree at heap position p of a tree of n. */
+static uint32_t subtree_size(uint32_t p, uint32_t n)
+{
+    uint32_t size = 0;
+    for (uint64_t lo = p, hi = p; lo < n; lo = 2 * lo + 1, hi = 2 * hi + 2)
+        size += (uint32_t)((hi < n ? hi : n - 1) - lo + 1);
+    return size;
+}
+
 /* A head with a new top, the tag bumped and the closed bit kept. */
 static uint64_t list_with_top(uint64_t head, uint32_t top_plus_one)
 {
     return ((head & ~0xffffffffull) + LIST_TAG) | top_plus_one;
 }
 
-/* Pop a record off chunk j's list, unless it is empty or closed. */
-static bool pop_list(tw_records *r, uint32_t j, uint32_t *idx, tw_record **out)
+/* The size a root's word gives, bounded: a root read after another
+ * thread took it holds anything, and its count comes back off when the
+ * CAS fails. */
+static uint32_t block_size(uint64_t word)
+{
+    uint32_t n = (uint32_t)(word >> 32);
+    return n == 0 ? 1 : n > TW_BLOCK ? TW_BLOCK : n;
+}
+
+/* Pop a block off chunk j's list, unless it is empty or closed: its root
+ * in *idx and *out, its size in *n. */
+static bool pop_block(tw_records *r, uint32_t j, uint32_t *idx, tw_record **out, uint32_t *n)
 {
     tw_rec_list *l = &r->list[j];
-    /* Acquire: the pushed record's link and FREE state are visible. */
+    /* Acquire: the pushed block's words and FREE states are visible. */
     uint64_t head = atomic_load_explicit(&l->head, memory_order_acquire);
-    if (!(uint32_t)head || (head & LIST_CLOSED))
-        return false;
-    /* Seq_cst: the count comes off before our CAS, so the trimmer's count
-     * (read after its seq_cst bump of the head) never includes a record a
-     * CAS of ours could still take (see the top). */
-    atomic_fetch_sub_explicit(&l->free_n, 1, memory_order_seq_cst);
     ck_backoff_t backoff = CK_BACKOFF_INITIALIZER;
+    int32_t off = 0; /* count taken off free_n */
     while ((uint32_t)head && !(head & LIST_CLOSED)) {
         uint32_t top = (uint32_t)head;
         tw_record *rec = tw__rec(r, top - 1);
         /* Relaxed: a stale read is discarded by the tagged CAS below. */
-        uint32_t next = (uint32_t)atomic_load_explicit(&rec->deadline, memory_order_relaxed);
-        /* Seq_cst on success: after our count, and we own the record from
+        uint64_t word = atomic_load_explicit(&rec->deadline, memory_order_relaxed);
+        int32_t size = (int32_t)block_size(word);
+        if (size > off) {
+            /* Seq_cst: the count comes off before our CAS, so the
+             * trimmer's count (read after its seq_cst bump of the head)
+             * never includes a record a CAS of ours could still take (see
+             * the top). */
+            atomic_fetch_sub_explicit(&l->free_n, size - off, memory_order_seq_cst);
+            off = size;
+        }
+        /* Seq_cst on success: after our count, and we own the block from
          * here, reading what the freeing thread wrote before its release
-         * push. Acquire on failure: the new head's record. The CAS fails on
+         * push. Acquire on failure: the new head's root. The CAS fails on
          * a head closed or bumped since our load. */
-        if (atomic_compare_exchange_weak_explicit(&l->head, &head, list_with_top(head, next),
+        if (atomic_compare_exchange_weak_explicit(&l->head, &head,
+                                                  list_with_top(head, (uint32_t)word),
                                                   memory_order_seq_cst,
                                                   memory_order_acquire)) {
+            if (off > size) /* Relaxed: as below; it only ever lags */
+                atomic_fetch_add_explicit(&l->free_n, off - size, memory_order_relaxed);
             *idx = top - 1;
             *out = rec;
+            *n = (uint32_t)size;
             return true;
         }
         ck_backoff_eb(&backoff);
@@ -494,29 +582,32 @@ static bool pop_list(tw_records *r, uint32_t j, uint32_t *idx, tw_record **out)
         head = atomic_load_explicit(&l->head, memory_order_acquire);
     }
     /* Relaxed: gives back the count we took; it only ever lags. */
-    atomic_fetch_add_explicit(&l->free_n, 1, memory_order_relaxed);
+    if (off)
+        atomic_fetch_add_explicit(&l->free_n, off, memory_order_relaxed);
     return false;
 }
 
-/* The lowest chunk's free record: the top chunks fall idle when fewer
- * timers are pending, and can be given back. */
-static bool pop_lowest(tw_records *r, uint32_t *idx, tw_record **out)
+/* The lowest chunk's free block: the top chunks fall idle when fewer
+ * timers are pending, and can be given back. Its chunk in *j. */
+static bool pop_lowest(tw_records *r, uint32_t *j, uint32_t *idx, tw_record **out, uint32_t *n)
 {
     /* Relaxed: only bounds the scan (lists above the top are empty). */
-    uint32_t n = tw__rec_next_index(atomic_load_explicit(&r->next, memory_order_relaxed));
-    if (n == 0)
+    uint32_t next = tw__rec_next_index(atomic_load_explicit(&r->next, memory_order_relaxed));
+    if (next == 0)
         return false;
-    uint32_t top = tw__rec_chunk(n - 1);
-    for (uint32_t j = 0; j <= top; j++) {
-        if (pop_list(r, j, idx, out))
+    uint32_t top = tw__rec_chunk(next - 1);
+    for (*j = 0; *j <= top; (*j)++) {
+        if (pop_block(r, *j, idx, out, n))
             return true;
     }
     return false;
 }
 
-/* Push a chain of chunk j's n records, linked from first to last
- * (indexes + 1; FREE, owned by the caller), in one CAS. */
-static void push_chain(tw_records *r, uint32_t j, uint32_t first, uint32_t last, uint32_t n)
+/* Push a chain of chunk j's blocks, holding n records in all, from the
+ * root first to the root last (indexes + 1; FREE, owned by the caller;
+ * every root's word written but last's link), in one CAS. */
+static void push_blocks(tw_records *r, uint32_t j, uint32_t first, uint32_t last,
+                        uint32_t last_n, uint32_t n)
 {
     tw_rec_list *l = &r->list[j];
     tw_record *end = tw__rec(r, last - 1);
@@ -524,9 +615,10 @@ static void push_chain(tw_records *r, uint32_t j, uint32_t first, uint32_t last,
     uint64_t head = atomic_load_explicit(&l->head, memory_order_relaxed);
     for (;;) {
         /* Relaxed: published by the release CAS below. */
-        atomic_store_explicit(&end->deadline, (uint32_t)head, memory_order_relaxed);
+        atomic_store_explicit(&end->deadline, block_word((uint32_t)head, last_n),
+                              memory_order_relaxed);
         /* Release: the next popper, or the trimmer counting a closed
-         * list (acquire), sees the links and the FREE states. */
+         * list (acquire), sees the blocks' words and the FREE states. */
         if (atomic_compare_exchange_weak_explicit(&l->head, &head, list_with_top(head, first),
                                                   memory_order_release,
                                                   memory_order_relaxed))
@@ -536,58 +628,128 @@ static void push_chain(tw_records *r, uint32_t j, uint32_t first, uint32_t last,
         head = atomic_load_explicit(&l->head, memory_order_relaxed);
     }
     /* Release, after the CAS: a trimmer that reads this count (acquire)
-     * sees the records on the list, links written, before it gives their
+     * sees the records on the list, words written, before it gives their
      * memory back; counted after, never before, they are there. */
     atomic_fetch_add_explicit(&l->free_n, (int32_t)n, memory_order_release);
 }
 
-/* push_shared when every record lies in chunk j (a burst's runs, freed in
- * the order they were armed): one chain, linked with its head in a
- * register, where the general loop's head goes through memory (a store to
- * load forward per record: 15% of a worker's time in WL5). False, with
- * some links written that the general loop writes again, when one lies
- * elsewhere. */
-static bool push_one_chunk(tw_records *r, uint32_t j, const uint32_t *idx, uint32_t n)
+/* Records idx[0..n) of chunk j (n <= TW_BLOCK) as a block: each node's
+ * children in its arg word. The root's word is the caller's. */
+static uint64_t kids_at(const uint32_t *idx, uint32_t n, uint32_t k)
 {
-    uint32_t at = ((1u << j) - 1u) << TW_REC_CHUNK0_SHIFT, first = 0; /* the chunk's first */
-    tw_record *base = tw__rec(r, at);
-    for (uint32_t i = 0; i < n; i++) {
-        if (__builtin_expect(tw__rec_chunk(idx[i]) != j, 0))
-            return false;
-        /* Relaxed: published by push_chain's release CAS. */
-        atomic_store_explicit(&base[idx[i] - at].deadline, first, memory_order_relaxed);
-        first = idx[i] + 1;
-    }
-    push_chain(r, j, first, idx[0] + 1, n);
-    return true;
+    uint32_t left = 2 * k + 1, right = 2 * k + 2;
+    return (uint64_t)(right < n ? idx[right] + 1 : 0) << 32 | (left < n ? idx[left] + 1 : 0);
 }
 
-/* Push records idx[0..n) (FREE, owned by the caller), one chain per chunk
- * they lie in. The chains are linked in one pass without a branch on the
- * chunk: records freed in random order lie in chunks no branch predicts
- * (sorting them into groups with branches cost WL2's cancels 10%). */
-static void push_shared(tw_records *r, const uint32_t *idx, uint32_t n)
+static void block_link(tw_records *r, const uint32_t *idx, uint32_t n)
+{
+    /* Relaxed, both: published by push_blocks' release CAS. */
+    atomic_store_explicit(&tw__rec(r, idx[0])->arg, kids_word(kids_at(idx, n, 0)),
+                          memory_order_relaxed);
+    for (uint32_t k = 1; k < n; k++)
+        atomic_store_explicit(&tw__rec(r, idx[k])->deadline, kids_at(idx, n, k),
+                              memory_order_relaxed);
+}
+
+/* Push idx[0..n), every one in chunk j, as blocks of up to TW_BLOCK, in
+ * one CAS. */
+static void push_chunk(tw_records *r, uint32_t j, const uint32_t *idx, uint32_t n)
+{
+    uint32_t prev_root = 0, prev_n = 0;
+    for (uint32_t at = 0; at < n; at += TW_BLOCK) {
+        uint32_t k = n - at < TW_BLOCK ? n - at : TW_BLOCK;
+        block_link(r, &idx[at], k);
+        if (prev_root) {
+            /* Relaxed: published by push_blocks' release CAS. */
+            atomic_store_explicit(&tw__rec(r, prev_root - 1)->deadline,
+                                  block_word(idx[at] + 1, prev_n), memory_order_relaxed);
+        }
+        prev_root = idx[at] + 1;
+        prev_n = k;
+    }
+    push_blocks(r, j, idx[0] + 1, prev_root, prev_n, n);
+}
+
+/* Push records idx[0..n) (FREE, owned by the caller; n <= TW_MAGAZINE),
+ * grouped by the chunk they lie in (push_shared: any n). Records freed in order (a burst's
+ * runs) lie in one chunk; records freed in random order (WL2's cancels)
+ * lie in chunks no branch predicts, so the grouping is a counting sort
+ * whose loops do not branch on the chunk. */
+static void push_grouped(tw_records *r, const uint32_t *idx, uint32_t n)
 {
     uint32_t j0 = tw__rec_chunk(idx[0]);
-    /* Ends in one chunk: most likely all are (the first and the last are
-     * the oldest and the newest). */
-    if (tw__rec_chunk(idx[n - 1]) == j0 && push_one_chunk(r, j0, idx, n))
+    bool one = true;
+    for (uint32_t i = 1; i < n; i++)
+        one &= tw__rec_chunk(idx[i]) == j0;
+    if (one) {
+        push_chunk(r, j0, idx, n);
         return;
-    uint32_t first[TW_REC_CHUNKS] = {0}, last[TW_REC_CHUNKS] = {0}, count[TW_REC_CHUNKS] = {0};
-    uint32_t chunks = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        uint32_t j = tw__rec_chunk(idx[i]);
-        /* Relaxed: published by push_chain's release CAS. */
-        atomic_store_explicit(&tw__rec(r, idx[i])->deadline, first[j], memory_order_relaxed);
-        last[j] = first[j] ? last[j] : idx[i] + 1;
-        first[j] = idx[i] + 1;
-        count[j]++;
-        chunks |= 1u << j;
     }
-    for (; chunks; chunks &= chunks - 1) {
-        uint32_t j = (uint32_t)__builtin_ctz(chunks);
-        push_chain(r, j, first[j], last[j], count[j]);
+    uint32_t count[TW_REC_CHUNKS + 1] = {0}, sorted[TW_MAGAZINE];
+    for (uint32_t i = 0; i < n; i++)
+        count[tw__rec_chunk(idx[i]) + 1]++;
+    for (uint32_t j = 1; j <= TW_REC_CHUNKS; j++)
+        count[j] += count[j - 1];
+    uint32_t at[TW_REC_CHUNKS];
+    for (uint32_t j = 0; j < TW_REC_CHUNKS; j++)
+        at[j] = count[j];
+    for (uint32_t i = 0; i < n; i++)
+        sorted[at[tw__rec_chunk(idx[i])]++] = idx[i];
+    for (uint32_t j = 0; j < TW_REC_CHUNKS; j++) {
+        if (count[j + 1] > count[j])
+            push_chunk(r, j, &sorted[count[j]], count[j + 1] - count[j]);
     }
+}
+
+static void push_shared(tw_records *r, const uint32_t *idx, uint32_t n)
+{
+    for (uint32_t at = 0; at < n; at += TW_MAGAZINE)
+        push_grouped(r, &idx[at], n - at < TW_MAGAZINE ? n - at : TW_MAGAZINE);
+}
+
+/* The records of the block at root (size n) in out[0..n), root first, a
+ * level of its tree at a time: each named record is fetched as it is
+ * named, so a level's loads overlap (see the top of this section). */
+static void block_collect(tw_records *r, uint32_t root, tw_record *root_rec, uint32_t n,
+                          uint32_t *out)
+{
+    out[0] = root;
+    for (uint32_t k = 0; 2 * k + 1 < n; k++) {
+        uint64_t kids = k == 0 ? root_kids(root_rec) : node_kids(tw__rec(r, out[k]));
+        out[2 * k + 1] = (uint32_t)kids - 1;
+        tw__prefetch_for_write(tw__rec(r, out[2 * k + 1]));
+        if (2 * k + 2 < n) {
+            out[2 * k + 2] = (uint32_t)(kids >> 32) - 1;
+            tw__prefetch_for_write(tw__rec(r, out[2 * k + 2]));
+        }
+    }
+}
+
+/* A thread without a magazine took the block at root (size n > 1) for
+ * its root alone: the root's two subtrees go back as blocks. */
+static tw_record *make_root(tw_records *r, uint32_t idx)
+{
+    tw_record *rec = tw__rec(r, idx);
+    /* Relaxed: published by push_blocks' release CAS. */
+    atomic_store_explicit(&rec->arg, kids_word(node_kids(rec)), memory_order_relaxed);
+    return rec;
+}
+
+static void push_subtrees(tw_records *r, uint32_t j, tw_record *root_rec, uint32_t n)
+{
+    uint64_t kids = root_kids(root_rec);
+    uint32_t left = (uint32_t)kids, right = (uint32_t)(kids >> 32);
+    uint32_t left_n = subtree_size(1, n);
+    tw_record *left_rec = make_root(r, left - 1);
+    if (!right) {
+        push_blocks(r, j, left, left, left_n, left_n);
+        return;
+    }
+    uint32_t right_n = subtree_size(2, n);
+    make_root(r, right - 1);
+    /* Relaxed: published by push_blocks' release CAS. */
+    atomic_store_explicit(&left_rec->deadline, block_word(right, left_n), memory_order_relaxed);
+    push_blocks(r, j, left, right, right_n, left_n + right_n);
 }
 
 /* ---- magazines ---------------------------------------------------------------- */
@@ -613,6 +775,22 @@ static int refill_fresh(tw_records *r, tw_magazine *m, uint32_t *idx)
     return TW_OK;
 }
 
+/* We took a block of n > 1 for its root: the rest into our (empty)
+ * magazine, in the order they are named, the first named taken first;
+ * without a magazine, back on the list. */
+static void take_rest(tw_records *r, tw_magazine *m, uint32_t j, uint32_t root,
+                      tw_record *root_rec, uint32_t n)
+{
+    if (!m) {
+        push_subtrees(r, j, root_rec, n);
+        return;
+    }
+    uint32_t got[TW_BLOCK];
+    block_collect(r, root, root_rec, n, got);
+    for (uint32_t k = n - 1; k > 0; k--)
+        m->idx[m->n++] = got[k];
+}
+
 /* A FREE record from the magazine m (or NULL), the lists, or never used. */
 static int take_record(tw_records *r, tw_magazine *m, uint32_t *idx, tw_record **rec)
 {
@@ -621,8 +799,12 @@ static int take_record(tw_records *r, tw_magazine *m, uint32_t *idx, tw_record *
         *rec = tw__rec(r, *idx);
         return TW_OK;
     }
-    if (pop_lowest(r, idx, rec))
+    uint32_t j, n;
+    if (pop_lowest(r, &j, idx, rec, &n)) {
+        if (n > 1)
+            take_rest(r, m, j, *idx, *rec, n);
         return TW_OK;
+    }
     uint32_t one;
     int rc = m ? refill_fresh(r, m, idx) : fresh_indexes(r, 1, idx, &one);
     if (rc == TW_OK)

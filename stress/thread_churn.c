@@ -16,9 +16,14 @@
  *   - under TSan, no data race on a stripe or record cache handed from an
  *     exited thread to its successor.
  *
- *   thread_churn [threads] [iterations] [seconds] [waves] [seed]
+ *   thread_churn [threads] [iterations] [seconds] [waves] [batch] [seed]
  * threads: long-lived threads (the rest of the 2 * TW_STRIPES-plus threads
- * come in waves); iterations: schedule/cancel pairs per thread and wave.
+ * come in waves); iterations: schedule/cancel pairs per thread and wave;
+ * batch: each thread arms up to this many (default 8), then cancels them
+ * in a shuffled order. Past TW_MAGAZINE, records go through the shared
+ * free lists in blocks (records.c), which the threads without an owned
+ * stripe take apart a root at a time while the others take them whole: a
+ * record handed out twice makes one of its timers' cancels fail.
  */
 #include "stress_common.h"
 
@@ -33,6 +38,7 @@ typedef struct worker {
 
 static tw_service *g_s;
 static uint64_t g_end_ns;
+static unsigned g_batch = 8;
 
 static void never_runs(tw_timer t, void *arg)
 {
@@ -41,13 +47,28 @@ static void never_runs(tw_timer t, void *arg)
     st_fail("a callback ran; every timer was cancelled before it was due");
 }
 
-/* Arm up to 8 timers, then cancel them all; repeat. */
+static void shuffle(st_rng *rng, tw_timer *h, unsigned n)
+{
+    for (unsigned i = n; i > 1; i--) {
+        unsigned j = (unsigned)st_below(rng, i);
+        tw_timer t = h[i - 1];
+        h[i - 1] = h[j];
+        h[j] = t;
+    }
+}
+
+/* Arm up to g_batch timers, then cancel them all in a shuffled order;
+ * repeat. */
 static void *worker_main(void *p)
 {
     worker *w = p;
-    tw_timer h[8];
+    tw_timer *h = calloc(g_batch, sizeof *h);
+    if (!h) {
+        st_fail("out of memory");
+        return NULL;
+    }
     for (uint64_t i = 0; i < w->pairs && st_mono_ns() < g_end_ns;) {
-        unsigned n = 1 + (unsigned)st_below(&w->rng, 8);
+        unsigned n = 1 + (unsigned)st_below(&w->rng, g_batch);
         unsigned armed = 0;
         for (; armed < n; armed++) {
             uint64_t delay = 1000000000ull + st_below(&w->rng, 1000000000ull);
@@ -58,6 +79,7 @@ static void *worker_main(void *p)
             }
             w->scheduled++;
         }
+        shuffle(&w->rng, h, armed);
         for (unsigned k = 0; k < armed; k++) {
             int rc = tw_cancel(g_s, h[k]);
             if (rc != TW_OK)
@@ -67,6 +89,7 @@ static void *worker_main(void *p)
         }
         i += armed ? armed : 1;
     }
+    free(h);
     return NULL;
 }
 
@@ -95,15 +118,17 @@ int main(int argc, char **argv)
     uint64_t iterations = st_arg(argc, argv, 2, 200000);
     double seconds = st_arg_seconds(argc, argv, 3);
     uint64_t waves = st_arg(argc, argv, 4, 6);
-    uint64_t seed = st_arg(argc, argv, 5, st_seed_default());
+    uint64_t batch = st_arg(argc, argv, 5, 8);
+    uint64_t seed = st_arg(argc, argv, 6, st_seed_default());
     uint64_t per_wave = TW_STRIPES / 2;
-    if (nlong < 1 || nlong > 64 || waves < 1 || waves > 1000) {
-        fprintf(stderr, "threads: 1 .. 64, waves: 1 .. 1000\n");
+    if (nlong < 1 || nlong > 64 || waves < 1 || waves > 1000 || batch < 1 || batch > 4096) {
+        fprintf(stderr, "threads: 1 .. 64, waves: 1 .. 1000, batch: 1 .. 4096\n");
         return 2;
     }
+    g_batch = (unsigned)batch;
     printf("thread_churn: long-lived %" PRIu64 " iterations %" PRIu64 " seconds %.1f"
-           " waves %" PRIu64 " x %" PRIu64 " threads seed %" PRIu64 "\n",
-           nlong, iterations, seconds, waves, per_wave, seed);
+           " waves %" PRIu64 " x %" PRIu64 " threads batch %" PRIu64 " seed %" PRIu64 "\n",
+           nlong, iterations, seconds, waves, per_wave, batch, seed);
     fflush(stdout);
 
     g_s = st_create_manual(64, 4);

@@ -458,6 +458,153 @@ static void idle_cursor_comes_back_for_the_table_alone(void **state)
     cursor_gives_the_top_back(false, true);
 }
 
+/* ---- the free lists' blocks (records.c) ---- */
+
+#define MASS 20000u
+
+/* n handles, each cancelled once, in a shuffled order. */
+static void cancel_shuffled(tw_service *s, tw_timer *h, uint32_t n, uint64_t seed)
+{
+    for (uint32_t i = n - 1; i > 0; i--) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        uint32_t j = (uint32_t)((seed >> 33) % (i + 1));
+        tw_timer t = h[i];
+        h[i] = h[j];
+        h[j] = t;
+    }
+    for (uint32_t i = 0; i < n; i++)
+        ASSERT_RC(tw_cancel(s, h[i]), TW_OK);
+}
+
+/* n timers armed an hour away, each on a record below `high` (reused, the
+ * table not grown) and no record twice. */
+static void arm_on_reused_records(tw_service *s, tw_timer *h, uint32_t n, uint32_t high)
+{
+    unsigned char *seen = calloc(high, 1);
+    assert_non_null(seen);
+    for (uint32_t i = 0; i < n; i++) {
+        ASSERT_RC(tw_schedule(s, 3600 * T_S, t_noop, NULL, &h[i]), TW_OK);
+        uint32_t idx = tw__handle_idx(h[i]);
+        if (idx >= high)
+            fail_msg("timer %u took a fresh record %u (table's top %u): a freed record "
+                     "was lost", i, idx, high);
+        if (seen[idx]++)
+            fail_msg("timer %u: record %u handed out twice", i, idx);
+    }
+    free(seen);
+}
+
+/* After a mass cancel in random order (the records freed in blocks, half
+ * a magazine at a time, each block's records spread over many chunks),
+ * arming as many again takes every record back exactly once. Planted (a
+ * block's last record dropped as it is taken): a fresh record. */
+static void records_freed_in_random_order_come_back_once_each(void **state)
+{
+    (void)state;
+    tw_service *s = t_service(T_MS, 256, 16);
+    tw_timer *h = calloc(MASS, sizeof *h);
+    assert_non_null(h);
+    for (int round = 0; round < 3; round++) {
+        for (uint32_t i = 0; i < MASS && round == 0; i++)
+            ASSERT_RC(tw_schedule(s, 3600 * T_S, t_noop, NULL, &h[i]), TW_OK);
+        uint32_t high = tw__records_high(&s->rec);
+        cancel_shuffled(s, h, MASS, 0x5eed + (uint64_t)round);
+        arm_on_reused_records(s, h, MASS, high);
+    }
+    cancel_shuffled(s, h, MASS, 1);
+    tw_stats st;
+    t_stats(s, &st);
+    assert_int_equal(st.pending, 0);
+    free(h);
+    tw_destroy(s);
+}
+
+/* A thread without an owned counter stripe has no magazine: it takes a
+ * block's root alone and pushes its two subtrees back. Threads hold every
+ * owned stripe meanwhile. Planted (the right subtree not pushed back): a
+ * fresh record. */
+typedef struct stripe_holder {
+    tw_service *s;
+    sem_t *release;
+    sem_t ready;
+    bool owned;
+} stripe_holder;
+
+static void *hold_a_stripe(void *p)
+{
+    stripe_holder *a = p;
+    tw_timer t;
+    ASSERT_RC(tw_schedule(a->s, 3600 * T_S, t_noop, NULL, &t), TW_OK); /* takes a stripe */
+    ASSERT_RC(tw_cancel(a->s, t), TW_OK);
+    a->owned = tw__stripe_owned;
+    sem_post(&a->ready);
+    if (a->owned)
+        sem_wait(a->release);
+    return NULL;
+}
+
+typedef struct unowned_work {
+    tw_service *s;
+    tw_timer *h;
+    uint32_t high;
+} unowned_work;
+
+static void *arm_and_cancel_unowned(void *p)
+{
+    unowned_work *w = p;
+    assert_false(tw__stripe_owned);
+    for (int round = 0; round < 3; round++) {
+        arm_on_reused_records(w->s, w->h, MASS / 2, w->high);
+        cancel_shuffled(w->s, w->h, MASS / 2, 0xbad + (uint64_t)round);
+    }
+    return NULL;
+}
+
+static void records_come_back_once_each_to_a_thread_without_a_magazine(void **state)
+{
+    (void)state;
+    tw_service *s = t_service(T_MS, 256, 16);
+    tw_timer *h = calloc(MASS, sizeof *h);
+    assert_non_null(h);
+    for (uint32_t i = 0; i < MASS; i++)
+        ASSERT_RC(tw_schedule(s, 3600 * T_S, t_noop, NULL, &h[i]), TW_OK);
+    uint32_t high = tw__records_high(&s->rec);
+    cancel_shuffled(s, h, MASS, 7);
+    sem_t release;
+    sem_init(&release, 0, 0);
+    enum { MAX_HOLDERS = 64 };
+    stripe_holder holder[MAX_HOLDERS];
+    pthread_t ht[MAX_HOLDERS];
+    int held = 0;
+    bool unowned = false;
+    while (!unowned) {
+        assert_true(held < MAX_HOLDERS);
+        stripe_holder *a = &holder[held];
+        *a = (stripe_holder){ .s = s, .release = &release };
+        sem_init(&a->ready, 0, 0);
+        assert_int_equal(pthread_create(&ht[held], NULL, hold_a_stripe, a), 0);
+        sem_wait(&a->ready);
+        unowned = !a->owned;
+        held++;
+    }
+    unowned_work w = { .s = s, .h = h, .high = high };
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, arm_and_cancel_unowned, &w), 0);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    for (int i = 0; i < held; i++)
+        sem_post(&release);
+    for (int i = 0; i < held; i++) {
+        assert_int_equal(pthread_join(ht[i], NULL), 0);
+        sem_destroy(&holder[i].ready);
+    }
+    sem_destroy(&release);
+    tw_stats st;
+    t_stats(s, &st);
+    assert_int_equal(st.pending, 0);
+    free(h);
+    tw_destroy(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -471,6 +618,8 @@ int main(void)
         cmocka_unit_test(idle_cursor_gives_the_top_back),
         cmocka_unit_test(busy_cursor_gives_the_top_back),
         cmocka_unit_test(idle_cursor_comes_back_for_the_table_alone),
+        cmocka_unit_test(records_freed_in_random_order_come_back_once_each),
+        cmocka_unit_test(records_come_back_once_each_to_a_thread_without_a_magazine),
     };
     return cmocka_run_group_tests(tests, no_huge_pages, NULL);
 }
