@@ -462,8 +462,13 @@ static void idle_cursor_comes_back_for_the_table_alone(void **state)
 
 #define MASS 20000u
 
+/* These run on threads of the tests' own as well: they say what failed,
+ * and the test's thread fails (cmocka's checks are for that thread). */
+typedef char why_buf[160];
+
 /* n handles, each cancelled once, in a shuffled order. */
-static void cancel_shuffled(tw_service *s, tw_timer *h, uint32_t n, uint64_t seed)
+static const char *cancel_shuffled(tw_service *s, tw_timer *h, uint32_t n, uint64_t seed,
+                                   why_buf why)
 {
     for (uint32_t i = n - 1; i > 0; i--) {
         seed = seed * 6364136223846793005ull + 1442695040888963407ull;
@@ -472,27 +477,47 @@ static void cancel_shuffled(tw_service *s, tw_timer *h, uint32_t n, uint64_t see
         h[i] = h[j];
         h[j] = t;
     }
-    for (uint32_t i = 0; i < n; i++)
-        ASSERT_RC(tw_cancel(s, h[i]), TW_OK);
+    for (uint32_t i = 0; i < n; i++) {
+        int rc = tw_cancel(s, h[i]);
+        if (rc != TW_OK) {
+            snprintf(why, sizeof(why_buf), "cancel %u of %u: %s", i, n, tw_strerror(rc));
+            return why;
+        }
+    }
+    return NULL;
 }
 
 /* n timers armed an hour away, each on a record below `high` (reused, the
  * table not grown) and no record twice. */
-static void arm_on_reused_records(tw_service *s, tw_timer *h, uint32_t n, uint32_t high)
+static const char *arm_on_reused_records(tw_service *s, tw_timer *h, uint32_t n,
+                                         uint32_t high, why_buf why)
 {
     unsigned char *seen = calloc(high, 1);
-    assert_non_null(seen);
-    for (uint32_t i = 0; i < n; i++) {
-        ASSERT_RC(tw_schedule(s, 3600 * T_S, t_noop, NULL, &h[i]), TW_OK);
+    const char *failed = seen ? NULL : "out of memory";
+    for (uint32_t i = 0; i < n && !failed; i++) {
+        int rc = tw_schedule(s, 3600 * T_S, t_noop, NULL, &h[i]);
         uint32_t idx = tw__handle_idx(h[i]);
-        if (idx >= high)
-            fail_msg("timer %u took a fresh record %u (table's top %u): a freed record "
-                     "was lost", i, idx, high);
-        if (seen[idx]++)
-            fail_msg("timer %u: record %u handed out twice", i, idx);
+        if (rc != TW_OK)
+            snprintf(why, sizeof(why_buf), "schedule %u: %s", i, tw_strerror(rc));
+        else if (idx >= high)
+            snprintf(why, sizeof(why_buf), "timer %u took a fresh record %u (table's top "
+                     "%u): a freed record was lost", i, idx, high);
+        else if (seen[idx]++)
+            snprintf(why, sizeof(why_buf), "timer %u: record %u handed out twice", i, idx);
+        else
+            continue;
+        failed = why;
     }
     free(seen);
+    return failed;
 }
+
+#define NO_FAILURE(call)                   \
+    do {                                   \
+        const char *why_ = (call);         \
+        if (why_)                          \
+            fail_msg("%s", why_);          \
+    } while (0)
 
 /* After a mass cancel in random order (the records freed in blocks, half
  * a magazine at a time, each block's records spread over many chunks),
@@ -508,10 +533,12 @@ static void records_freed_in_random_order_come_back_once_each(void **state)
         for (uint32_t i = 0; i < MASS && round == 0; i++)
             ASSERT_RC(tw_schedule(s, 3600 * T_S, t_noop, NULL, &h[i]), TW_OK);
         uint32_t high = tw__records_high(&s->rec);
-        cancel_shuffled(s, h, MASS, 0x5eed + (uint64_t)round);
-        arm_on_reused_records(s, h, MASS, high);
+        why_buf why;
+        NO_FAILURE(cancel_shuffled(s, h, MASS, 0x5eed + (uint64_t)round, why));
+        NO_FAILURE(arm_on_reused_records(s, h, MASS, high, why));
     }
-    cancel_shuffled(s, h, MASS, 1);
+    why_buf why;
+    NO_FAILURE(cancel_shuffled(s, h, MASS, 1, why));
     tw_stats st;
     t_stats(s, &st);
     assert_int_equal(st.pending, 0);
@@ -528,14 +555,16 @@ typedef struct stripe_holder {
     sem_t *release;
     sem_t ready;
     bool owned;
+    int rc;
 } stripe_holder;
 
 static void *hold_a_stripe(void *p)
 {
     stripe_holder *a = p;
     tw_timer t;
-    ASSERT_RC(tw_schedule(a->s, 3600 * T_S, t_noop, NULL, &t), TW_OK); /* takes a stripe */
-    ASSERT_RC(tw_cancel(a->s, t), TW_OK);
+    a->rc = tw_schedule(a->s, 3600 * T_S, t_noop, NULL, &t); /* takes a stripe */
+    if (a->rc == TW_OK)
+        a->rc = tw_cancel(a->s, t);
     a->owned = tw__stripe_owned;
     sem_post(&a->ready);
     if (a->owned)
@@ -547,15 +576,18 @@ typedef struct unowned_work {
     tw_service *s;
     tw_timer *h;
     uint32_t high;
+    why_buf why;
+    const char *failed;
 } unowned_work;
 
 static void *arm_and_cancel_unowned(void *p)
 {
     unowned_work *w = p;
-    assert_false(tw__stripe_owned);
-    for (int round = 0; round < 3; round++) {
-        arm_on_reused_records(w->s, w->h, MASS / 2, w->high);
-        cancel_shuffled(w->s, w->h, MASS / 2, 0xbad + (uint64_t)round);
+    w->failed = tw__stripe_owned ? "the thread owns a stripe" : NULL;
+    for (int round = 0; round < 3 && !w->failed; round++) {
+        w->failed = arm_on_reused_records(w->s, w->h, MASS / 2, w->high, w->why);
+        if (!w->failed)
+            w->failed = cancel_shuffled(w->s, w->h, MASS / 2, 0xbad + (uint64_t)round, w->why);
     }
     return NULL;
 }
@@ -569,7 +601,8 @@ static void records_come_back_once_each_to_a_thread_without_a_magazine(void **st
     for (uint32_t i = 0; i < MASS; i++)
         ASSERT_RC(tw_schedule(s, 3600 * T_S, t_noop, NULL, &h[i]), TW_OK);
     uint32_t high = tw__records_high(&s->rec);
-    cancel_shuffled(s, h, MASS, 7);
+    why_buf why;
+    NO_FAILURE(cancel_shuffled(s, h, MASS, 7, why));
     sem_t release;
     sem_init(&release, 0, 0);
     enum { MAX_HOLDERS = 64 };
@@ -584,6 +617,7 @@ static void records_come_back_once_each_to_a_thread_without_a_magazine(void **st
         sem_init(&a->ready, 0, 0);
         assert_int_equal(pthread_create(&ht[held], NULL, hold_a_stripe, a), 0);
         sem_wait(&a->ready);
+        ASSERT_RC(a->rc, TW_OK);
         unowned = !a->owned;
         held++;
     }
@@ -598,6 +632,7 @@ static void records_come_back_once_each_to_a_thread_without_a_magazine(void **st
         sem_destroy(&holder[i].ready);
     }
     sem_destroy(&release);
+    NO_FAILURE(w.failed);
     tw_stats st;
     t_stats(s, &st);
     assert_int_equal(st.pending, 0);
