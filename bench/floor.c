@@ -133,6 +133,23 @@
  *                          bumped, no handshake and no hand-over when the
  *                          log fills. A design that answers each cancel
  *                          exactly at the call cannot beat book=1.
+ *   wl6_touch prefetch=F   WL6's touch with nothing of a timer library
+ *                          around it, million touches per second: two
+ *                          threads pinned to two CPUs each touch records at
+ *                          random in one table of 100,000 40-byte records
+ *                          (WL6's sessions), a touch being an acquire load
+ *                          of the state word, a seq_cst CAS (the lease), a
+ *                          store of the deadline word and a seq_cst CAS
+ *                          (its release), as tw_reschedule to later does;
+ *                          timed from the first start to the last end.
+ *                          Half the records a thread meets were last
+ *                          written by the other CPU, so the row moves with
+ *                          pingpong's hand-off. prefetch=0 loads first: the
+ *                          line comes in shared and the CAS waits for it a
+ *                          second time; prefetch=1 first fetches both the
+ *                          state's and the deadline's lines for writing
+ *                          (PREFETCHW; n/a where the CPU lacks it), as the
+ *                          library does (src/internal.h).
  *   first_touch page=P     the first write to a page of fresh anonymous
  *                          memory, 4 KiB pages (ns a page) and, where
  *                          transparent huge pages may be asked for
@@ -200,6 +217,7 @@ typedef struct floor_sizes {
     uint32_t burst_timers;               /* records in burst_run's burst */
     uint32_t cas_records;                /* random_cas's table */
     uint32_t wl2_records[2];             /* wl2_cancel's tables (WL2's sizes) */
+    uint64_t touch_ops;                  /* touches per thread and repetition */
     size_t evict_bytes;                  /* written before each burst_run repetition */
 } floor_sizes;
 
@@ -210,6 +228,7 @@ static const floor_sizes full_sizes = {
     .wakes = 2000, .wake_gap_ns = 200000,
     .burst_timers = 1000000, .evict_bytes = 64 * MIB, .cas_records = 1000000,
     .wl2_records = { 1000000, 10000000 },
+    .touch_ops = 4000000,
 };
 static const floor_sizes quick_sizes = {
     .reps = 3, .clock_calls = 200000, .rmw_ops = 500000, .chase_loads = 200000,
@@ -218,6 +237,7 @@ static const floor_sizes quick_sizes = {
     .wakes = 300, .wake_gap_ns = 200000,
     .burst_timers = 200000, .evict_bytes = 64 * MIB, .cas_records = 200000,
     .wl2_records = { 100000, 1000000 },
+    .touch_ops = 400000,
 };
 
 _Static_assert(MAX_REPS >= 5, "full runs take 5 repetitions");
@@ -1369,6 +1389,130 @@ static void measure_wl2_cancel(const floor_sizes *sz)
     measure_wl2_cancel_size(sz->wl2_records[1], sz->reps);
 }
 
+/* ---- 10. WL6's touch ----------------------------------------------------------- */
+
+#define TOUCH_RECORDS 100000u
+
+typedef struct touch_record {
+    _Atomic uint64_t state;
+    uint64_t seq;
+    _Atomic uint64_t deadline;
+    uint64_t cb, arg;
+} touch_record;
+
+_Static_assert(sizeof(touch_record) == 40, "a record is 40 bytes, as tw_record");
+
+typedef struct toucher {
+    touch_record *recs;
+    uint64_t ops, seed;
+    bool prefetch;
+    _Atomic uint32_t *ready;
+    _Atomic uint64_t t0, t1;       /* read by main after pthread_join */
+} toucher;
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+static bool cpu_has_prefetchw(void)
+{
+    unsigned a, b, c, d;
+    return __get_cpuid(0x80000001u, &a, &b, &c, &d) && (c & bit_PRFCHW);
+}
+
+static inline void prefetchw(const void *p)
+{
+    __asm__ volatile("prefetchw %0" : : "m"(*(const char *)p));
+}
+#else
+static bool cpu_has_prefetchw(void)
+{
+    return false;
+}
+
+static inline void prefetchw(const void *p)
+{
+    (void)p;
+}
+#endif
+
+static void *wl6_touch_run(void *arg)
+{
+    toucher *t = arg;
+    /* relaxed: a start line; nothing is published through it. */
+    atomic_fetch_add_explicit(t->ready, 1, memory_order_relaxed);
+    while (atomic_load_explicit(t->ready, memory_order_relaxed) < 2)
+        ;
+    uint64_t seed = t->seed, t0 = now_ns();
+    for (uint64_t i = 0; i < t->ops; i++) {
+        touch_record *r = &t->recs[rng_next(&seed) % TOUCH_RECORDS];
+        if (t->prefetch) {
+            prefetchw(&r->state);
+            prefetchw(&r->deadline);
+        }
+        /* The library's orders: acquire, the lease's CAS, a relaxed store
+         * under it, the release's CAS (src/service.c, src/records.c). */
+        uint64_t v = atomic_load_explicit(&r->state, memory_order_acquire);
+        while (!atomic_compare_exchange_weak_explicit(&r->state, &v, v | 1,
+                                                      memory_order_seq_cst,
+                                                      memory_order_acquire))
+            v &= ~(uint64_t)1; /* the other thread holds it: wait for its release */
+        atomic_store_explicit(&r->deadline, t0 + i, memory_order_relaxed);
+        atomic_store_explicit(&r->state, (v & ~(uint64_t)1) + 2, memory_order_seq_cst);
+    }
+    /* relaxed: main reads them after pthread_join. */
+    atomic_store_explicit(&t->t0, t0, memory_order_relaxed);
+    atomic_store_explicit(&t->t1, now_ns(), memory_order_relaxed);
+    return NULL;
+}
+
+/* One repetition: million touches a second over both threads. */
+static double wl6_touch_once(touch_record *recs, uint64_t ops, bool prefetch, const int cpu[2])
+{
+    _Atomic uint32_t ready;
+    atomic_init(&ready, 0);
+    toucher t[2];
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++) {
+        t[i] = (toucher){ .recs = recs, .ops = ops, .seed = 0x7000u + (uint64_t)i,
+                          .prefetch = prefetch, .ready = &ready };
+        thread_start(&th[i], wl6_touch_run, &t[i], cpu[i], "wl6_touch");
+    }
+    for (int i = 0; i < 2; i++)
+        pthread_join(th[i], NULL);
+    uint64_t a0 = atomic_load_explicit(&t[0].t0, memory_order_relaxed);
+    uint64_t b0 = atomic_load_explicit(&t[1].t0, memory_order_relaxed);
+    uint64_t a1 = atomic_load_explicit(&t[0].t1, memory_order_relaxed);
+    uint64_t b1 = atomic_load_explicit(&t[1].t1, memory_order_relaxed);
+    uint64_t ns = (a1 > b1 ? a1 : b1) - (a0 < b0 ? a0 : b0);
+    return (double)(2 * ops) / (double)ns * 1e3;
+}
+
+static void measure_wl6_touch(const floor_sizes *sz)
+{
+    int cpu[2];
+    if (!two_cpus(cpu)) {
+        fprintf(stderr, "twfloor: wl6_touch: needs two CPUs, skipped\n");
+        printf("FLOOR wl6_touch prefetch=0 mtouches_per_s=n/a M/s\n");
+        printf("FLOOR wl6_touch prefetch=1 mtouches_per_s=n/a M/s\n");
+        return;
+    }
+    touch_record *recs = calloc(TOUCH_RECORDS, sizeof *recs);
+    if (!recs)
+        die("out of memory for wl6_touch");
+    for (int prefetch = 0; prefetch <= 1; prefetch++) {
+        char name[48];
+        snprintf(name, sizeof name, "wl6_touch prefetch=%d", prefetch);
+        if (prefetch && !cpu_has_prefetchw()) {
+            printf("FLOOR %s mtouches_per_s=n/a M/s\n", name);
+            continue;
+        }
+        double m[MAX_REPS];
+        for (unsigned r = 0; r < sz->reps; r++)
+            m[r] = wl6_touch_once(recs, sz->touch_ops, prefetch, cpu);
+        print_floor(name, "mtouches_per_s", spread_of(m, sz->reps), "M/s");
+    }
+    free(recs);
+}
+
 /* ---- main ------------------------------------------------------------------------ */
 
 static void usage(FILE *to)
@@ -1396,6 +1540,7 @@ int main(int argc, char **argv)
     measure_private_atomics(sz);
     measure_chase(sz);
     measure_pingpong(sz);
+    measure_wl6_touch(sz);
     measure_futex_wake(sz);
     measure_burst_run(sz);
     measure_first_touch(sz);
