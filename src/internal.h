@@ -192,8 +192,10 @@ typedef struct tw_record {
                                   written by the arming thread */
     _Atomic uint64_t deadline; /* live: ns since the service's origin, written by
                                   the owner (scheduler, lease holder, re-arming
-                                  runner). FREE, on a free list: its block's
-                                  tree (records.c, the free lists) */
+                                  runner). FREE, on a free list: a block's
+                                  root holds the next block and its size, the
+                                  others their children (records.c, the free
+                                  lists); in a magazine, what it held there */
     _Atomic(tw_callback) cb;   /* written by the scheduler before it publishes
                                   PENDING, read by owners; atomic (relaxed) for
                                   tw_foreach_pending, which reads it as the
@@ -403,6 +405,9 @@ static inline tw_record *tw__rec_of(const tw_records *r, tw_timer t)
     return tw__rec(r, idx);
 }
 uint32_t tw__records_high(const tw_records *r); /* indexes handed out (the table's top) */
+/* tw__check's walk of chunk j's free list (records.c): records met, or -1. */
+int64_t tw__rec_list_walk(tw_records *r, uint32_t j, uint32_t limit,
+                          bool (*visit)(void *ctx, uint32_t idx), void *ctx);
 /* Once per trim period (the drainer, wheel.c tw__wheel_trim): close the top
  * chunk once it is little used (in_use: the timers pending), and take its
  * records out of the magazines. */

@@ -59,7 +59,8 @@
  *      that sit in magazines are taken out by the trimmer at each period
  *      (below).
  *   3. Check: each list counts its records (free_n: added after a push's
- *      CAS, taken off before a pop's). Once the closed list counts every
+ *      CAS, taken off before a pop's: a block's size as its root says,
+ *      read before the CAS, given back if the CAS fails or read anew). Once the closed list counts every
  *      record handed out of the chunk, nobody else holds one, and none can
  *      be taken: the trimmer bumps the head's tag (a seq_cst RMW), then
  *      reads the count (seq_cst); a pop the count did not see took its
@@ -750,6 +751,39 @@ static void push_subtrees(tw_records *r, uint32_t j, tw_record *root_rec, uint32
     /* Relaxed: published by push_blocks' release CAS. */
     atomic_store_explicit(&left_rec->deadline, block_word(right, left_n), memory_order_relaxed);
     push_blocks(r, j, left, right, right_n, left_n + right_n);
+}
+
+/* For tw__check (wheel.c), on a quiet service only: chunk j's list, block
+ * by block and each block's tree level by level, each record passed to
+ * visit (false stops the walk). Returns the records met, or -1 if the walk
+ * broke: an index out of chunk j, a tree that does not hold its root's
+ * size, or more than `limit` records (a cycle). */
+int64_t tw__rec_list_walk(tw_records *r, uint32_t j, uint32_t limit,
+                          bool (*visit)(void *ctx, uint32_t idx), void *ctx)
+{
+    /* Acquire, and acquire below: quiet, so any order would do; these
+     * match the pops'. */
+    uint32_t root = (uint32_t)atomic_load_explicit(&r->list[j].head, memory_order_acquire);
+    uint32_t at = chunk_base(j), end = at + chunk_len(j);
+    int64_t met = 0;
+    uint32_t got[TW_BLOCK];
+    while (root) {
+        if (root - 1 < at || root - 1 >= end)
+            return -1;
+        tw_record *rec = tw__rec(r, root - 1);
+        uint64_t word = atomic_load_explicit(&rec->deadline, memory_order_acquire);
+        uint32_t n = (uint32_t)(word >> 32);
+        if (n == 0 || n > TW_BLOCK || met + n > limit)
+            return -1;
+        block_collect(r, root - 1, rec, n, got);
+        for (uint32_t k = 0; k < n; k++) {
+            if (got[k] < at || got[k] >= end || !visit(ctx, got[k]))
+                return -1;
+        }
+        met += n;
+        root = (uint32_t)word;
+    }
+    return met;
 }
 
 /* ---- magazines ---------------------------------------------------------------- */

@@ -535,6 +535,7 @@ static void records_freed_in_random_order_come_back_once_each(void **state)
         uint32_t high = tw__records_high(&s->rec);
         why_buf why;
         NO_FAILURE(cancel_shuffled(s, h, MASS, 0x5eed + (uint64_t)round, why));
+        CHECK(s); /* every block walked as a tree, each list's count exact */
         NO_FAILURE(arm_on_reused_records(s, h, MASS, high, why));
     }
     why_buf why;
@@ -548,8 +549,10 @@ static void records_freed_in_random_order_come_back_once_each(void **state)
 
 /* A thread without an owned counter stripe has no magazine: it takes a
  * block's root alone and pushes its two subtrees back. Threads hold every
- * owned stripe meanwhile. Planted (the right subtree not pushed back): a
- * fresh record. */
+ * owned stripe meanwhile; then the test's thread, which has a magazine,
+ * takes every record again, blocks pushed back included. Planted (the
+ * right subtree not pushed back): a fresh record; (a block pushed back
+ * one record short in its list's count): tw__check. */
 typedef struct stripe_holder {
     tw_service *s;
     sem_t *release;
@@ -633,6 +636,18 @@ static void records_come_back_once_each_to_a_thread_without_a_magazine(void **st
     }
     sem_destroy(&release);
     NO_FAILURE(w.failed);
+    CHECK(s); /* the subtrees pushed back are whole blocks, the counts exact */
+    /* Every record again, now through a magazine: the blocks the thread
+     * pushed back are taken whole (block_collect) with the rest. All but
+     * those the holders took into their magazines (a block each, at their
+     * first schedule), which stay with their stripes. */
+    uint32_t parked = 0;
+    for (uint32_t i = 0; i < TW_OWNED_STRIPES; i++)
+        parked += i == tw__stripe_mine ? 0 : s->rec.mag[i].n; /* the holders have exited */
+    assert_true(parked < MASS / 2);
+    NO_FAILURE(arm_on_reused_records(s, h, MASS - parked, high, why));
+    NO_FAILURE(cancel_shuffled(s, h, MASS - parked, 9, why));
+    CHECK(s);
     tw_stats st;
     t_stats(s, &st);
     assert_int_equal(st.pending, 0);
