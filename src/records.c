@@ -60,12 +60,13 @@
  *      (below).
  *   3. Check: each list counts its records (free_n: added after a push's
  *      CAS, taken off before a pop's: a block's size as its root says,
- *      read before the CAS, given back if the CAS fails or read anew). Once the closed list counts every
- *      record handed out of the chunk, nobody else holds one, and none can
- *      be taken: the trimmer bumps the head's tag (a seq_cst RMW), then
- *      reads the count (seq_cst); a pop the count did not see took its
- *      count off after that read, so its CAS comes after the bump and
- *      fails on the closed head.
+ *      read before the CAS, given back if the CAS fails or read anew).
+ *      Once the closed list counts every record handed out of the
+ *      chunk, nobody else holds one, and none can be taken: the trimmer
+ *      bumps the head's tag (a seq_cst RMW), then reads the count
+ *      (seq_cst); a pop the count did not see took its count off after
+ *      that read, so its CAS comes after the bump and fails on the
+ *      closed head.
  *   4. Scan, TW_SCAN_SLICE records a step: the furthest generation, or
  *      placement tag (generation + seq: the discard zeroes seq), any
  *      record reached. Then the trimmer takes the list (nobody else can
@@ -634,14 +635,16 @@ static void push_blocks(tw_records *r, uint32_t j, uint32_t first, uint32_t last
     atomic_fetch_add_explicit(&l->free_n, (int32_t)n, memory_order_release);
 }
 
-/* Records idx[0..n) of chunk j (n <= TW_BLOCK) as a block: each node's
- * children in its arg word. The root's word is the caller's. */
+/* Node k's children in the block idx[0..n), as a word. */
 static uint64_t kids_at(const uint32_t *idx, uint32_t n, uint32_t k)
 {
     uint32_t left = 2 * k + 1, right = 2 * k + 2;
     return (uint64_t)(right < n ? idx[right] + 1 : 0) << 32 | (left < n ? idx[left] + 1 : 0);
 }
 
+/* Records idx[0..n) of one chunk (n <= TW_BLOCK) as a block: the root's
+ * children in its arg word, every other node's in its deadline word. The
+ * root's deadline word is the caller's. */
 static void block_link(tw_records *r, const uint32_t *idx, uint32_t n)
 {
     /* Relaxed, both: published by push_blocks' release CAS. */
@@ -671,11 +674,11 @@ static void push_chunk(tw_records *r, uint32_t j, const uint32_t *idx, uint32_t 
     push_blocks(r, j, idx[0] + 1, prev_root, prev_n, n);
 }
 
-/* Push records idx[0..n) (FREE, owned by the caller; n <= TW_MAGAZINE),
- * grouped by the chunk they lie in (push_shared: any n). Records freed in order (a burst's
- * runs) lie in one chunk; records freed in random order (WL2's cancels)
- * lie in chunks no branch predicts, so the grouping is a counting sort
- * whose loops do not branch on the chunk. */
+/* Push records idx[0..n) (FREE, owned by the caller; n <= TW_MAGAZINE;
+ * push_shared takes any n), grouped by the chunk they lie in. Records
+ * freed in order (a burst's runs) lie in one chunk; records freed in
+ * random order (WL2's cancels) lie in chunks no branch predicts, so the
+ * grouping is a counting sort whose loops do not branch on the chunk. */
 static void push_grouped(tw_records *r, const uint32_t *idx, uint32_t n)
 {
     uint32_t j0 = tw__rec_chunk(idx[0]);
@@ -726,8 +729,8 @@ static void block_collect(tw_records *r, uint32_t root, tw_record *root_rec, uin
     }
 }
 
-/* A thread without a magazine took the block at root (size n > 1) for
- * its root alone: the root's two subtrees go back as blocks. */
+/* A node of a block made a root: its children move to its arg word (its
+ * deadline word is the caller's to write). */
 static tw_record *make_root(tw_records *r, uint32_t idx)
 {
     tw_record *rec = tw__rec(r, idx);
@@ -736,6 +739,8 @@ static tw_record *make_root(tw_records *r, uint32_t idx)
     return rec;
 }
 
+/* A thread without a magazine took the block at root (size n > 1) for
+ * its root alone: the root's two subtrees go back as blocks. */
 static void push_subtrees(tw_records *r, uint32_t j, tw_record *root_rec, uint32_t n)
 {
     uint64_t kids = root_kids(root_rec);

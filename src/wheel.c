@@ -2358,8 +2358,8 @@ static int check_free_list(check_ctx *x, uint32_t j, uint8_t *seen)
     list_visit v = { .x = x, .seen = seen, .bad = UINT32_MAX };
     int64_t met = tw__rec_list_walk(&x->s->rec, j, x->high, visit_free_record, &v);
     if (met < 0)
-        return fail(x, "free list %llu broken at record %llu (FREE? twice? %llu)", j, v.bad,
-                    v.bad == UINT32_MAX ? 0 : 1);
+        return fail(x, "free list %llu broken at record %llu (%llu: 1 not FREE or met twice, "
+                    "0 out of its chunk or a broken tree)", j, v.bad, v.bad != UINT32_MAX);
     /* Relaxed: a quiet service. */
     int32_t counted = atomic_load_explicit(&x->s->rec.list[j].free_n, memory_order_relaxed);
     if (counted != met)
