@@ -459,6 +459,10 @@ extern void (*_Atomic tw__cascade_piece_hook)(size_t placed, size_t n);
  * cancel churn, so the cursor stays in its compaction branch, a tick at a
  * time. NULL (the default): nothing is called. */
 extern bool (*_Atomic tw__compacting_hook)(void);
+/* Tests only (tests/test_reschedule.c): called by compaction (wheel.c,
+ * keep_entry) with the record of a live entry it keeps, between its read
+ * of the deadline and its second look at the state. NULL: nothing. */
+extern void (*_Atomic tw__keep_entry_hook)(uint32_t idx);
 /* Bytes of record chunks below the table's top (tests, soak). */
 size_t tw__rec_table_bytes(const tw_records *r);
 /* Release a lease on a record in PENDING|LEASE (deadline already written):

@@ -1721,6 +1721,16 @@ bool tw__wheel_cascade_resume(tw_service *s)
 #define TW_COMPACT_MIN 8192   /* positions a step compacts, at least ... */
 #define TW_COMPACT_MAX 65536  /* ... and at most (a sixteenth of the excess) */
 
+void (*_Atomic tw__keep_entry_hook)(uint32_t idx); /* tests (internal.h) */
+
+static void keep_entry_hook(uint32_t idx)
+{
+    /* Acquire: the hook's code and data as the test set them. */
+    void (*hook)(uint32_t) = atomic_load_explicit(&tw__keep_entry_hook, memory_order_acquire);
+    if (__builtin_expect(hook != NULL, 0))
+        hook(idx);
+}
+
 /* A live entry taken out of a slot collecting for `epoch` by compaction:
  * place it again where its deadline says (most go back to the same slot),
  * or, while a reschedule holds the lease, back at `epoch`, tag and all. */
@@ -1730,18 +1740,25 @@ static void keep_entry(tw_service *s, uint64_t v, uint64_t epoch)
     tw_record *rec = tw__rec(&s->rec, idx);
     /* Acquire: as in take_entry. */
     uint64_t st = atomic_load_explicit(&rec->state, memory_order_acquire);
-    if (tw__st(st) != TW_ST_PENDING || tw__entry_tag(v) != tw__rec_tag(rec, st))
-        return; /* stale: what compaction is for */
-    if (st & TW_F_LEASE) {
-        place_or_die(s, v, epoch);
-        return;
+    for (;;) {
+        if (tw__st(st) != TW_ST_PENDING || tw__entry_tag(v) != tw__rec_tag(rec, st))
+            return; /* stale: what compaction is for */
+        if (st & TW_F_LEASE) {
+            place_or_die(s, v, epoch);
+            return;
+        }
+        /* Relaxed: as in take_entry. A deadline moved meanwhile is fine:
+         * the entry is a hint, and the drain that meets it reads the
+         * record. A state moved meanwhile is looked at again: a move
+         * later places nothing and keeps this entry (its tag), so the
+         * entry must stay; a free or a placement of its own retires it. */
+        uint64_t deadline = atomic_load_explicit(&rec->deadline, memory_order_relaxed);
+        keep_entry_hook(idx);
+        if (!deadline_read_changed(rec, &st)) {
+            place_or_die(s, v, tw__tick_of(s, deadline));
+            return;
+        }
     }
-    /* Relaxed: as in take_entry. A deadline moved meanwhile is fine: the
-     * entry is a hint, and the drain that meets it reads the record. */
-    uint64_t deadline = atomic_load_explicit(&rec->deadline, memory_order_relaxed);
-    if (deadline_read_changed(rec, &st))
-        return; /* freed or moved meanwhile: a new placement, if any, is its own */
-    place_or_die(s, v, tw__tick_of(s, deadline));
 }
 
 /* Compact slot i of level l, every lane of it (they share an occupancy

@@ -510,6 +510,57 @@ static void cancel_churn_stays_bounded(void **state)
     tw_destroy(s);
 }
 
+/* A timer moved later while compaction keeps its entry: between the
+ * compaction's read of the deadline and its second look at the state,
+ * the move takes the lease and gives it back, placing nothing (a move
+ * later keeps the entry it has). The state moved on, and the entry is
+ * still the timer's only one: compaction must place it again. Dropping
+ * it on a state that changed (a review's fix, 2026-11-29, before this
+ * test) lost the timer: stress.manual_producers.slots16_cap2 under TSan
+ * found a pending record with no entry. Planted (that drop): tw__check
+ * fails, and the timer never runs. */
+static tw_service *g_keep_s;
+static t_timer *g_keep_live;
+static atomic_int g_keep_moves;
+
+static void move_later_while_kept(uint32_t idx)
+{
+    if (idx != tw__handle_idx(g_keep_live->h) || atomic_load(&g_keep_moves) != 0)
+        return;
+    atomic_store(&g_keep_moves, 1);
+    ASSERT_RC(tw_reschedule(g_keep_s, g_keep_live->h, 3700 * T_S), TW_OK);
+    g_keep_live->deadline = tw_now(g_keep_s) + 3700 * T_S;
+}
+
+static void move_later_while_compaction_keeps_the_entry(void **state)
+{
+    (void)state;
+    tw_service *s = t_service(T_MS, 16, 1);
+    t_timer live;
+    t_arm_nocheck(s, &live, 3600 * T_S);
+    g_keep_s = s;
+    g_keep_live = &live;
+    atomic_store(&g_keep_moves, 0);
+    atomic_store(&tw__keep_entry_hook, move_later_while_kept);
+    /* Cancelled timers' entries beside it, until compaction comes by. */
+    for (unsigned t = 0; t < 2000 && atomic_load(&g_keep_moves) == 0; t++) {
+        for (unsigned k = 0; k < 30; k++) {
+            tw_timer h;
+            ASSERT_RC(tw_schedule(s, (3600 + k) * T_S, t_noop, NULL, &h), TW_OK);
+            ASSERT_RC(tw_cancel(s, h), TW_OK);
+        }
+        uint64_t next = tw_now(s) + T_MS;
+        ADVANCE(s, next);
+    }
+    atomic_store(&tw__keep_entry_hook, NULL);
+    assert_int_equal(atomic_load(&g_keep_moves), 1); /* compaction met it */
+    CHECK(s); /* a pending timer has an entry at or before its tick */
+    uint64_t after = live.deadline + T_S;
+    ADVANCE(s, after);
+    assert_int_equal(live.runs, 1);
+    tw_destroy(s);
+}
+
 /* Moves between deadlines inside one tick, and many moves between ticks:
  * only the placements the timer still needs stay in the wheel. */
 static void both_ways_many_moves_between_ticks(void **state)
@@ -554,6 +605,7 @@ int main(void)
         cmocka_unit_test_setup(both_ways_far_and_near_stays_bounded, setup),
         cmocka_unit_test_setup(both_ways_many_moves_between_ticks, setup),
         cmocka_unit_test_setup(cancel_churn_stays_bounded, setup),
+        cmocka_unit_test_setup(move_later_while_compaction_keeps_the_entry, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
