@@ -191,6 +191,18 @@ static ring spill_ring(tw_defer_spill *p)
                   TW_SPILL_LOG, TW_SPILL_PAGE, TW_SPILL_BOUNDS};
 }
 
+/* Whether our log's last drain found most entries stale, as an append
+ * last read it (the log's keep): then our cancels clear their entries
+ * (tw__defer_stale_entry). A bit of tw__stripe_lean, which the cancel
+ * reads anyway; written only when it changes, as every append asks. */
+static void forgets(bool keeps)
+{
+    uint32_t lean = tw__stripe_lean;
+    uint32_t want = keeps ? lean | TW_LEAN_FORGETS : lean & ~TW_LEAN_FORGETS;
+    if (__builtin_expect(want != lean, 0))
+        tw__stripe_lean = want;
+}
+
 /* The log of the calling thread's owned stripe, made on first use; NULL
  * when the thread owns no stripe or there is no memory for it. */
 static tw_defer_log *my_log(tw_service *s)
@@ -379,7 +391,7 @@ bool tw__defer_place(tw_service *s, tw_record *rec, uint64_t entry, uint64_t tic
          * leave its newest TW_DEFER_KEEP entries wakes it that much later,
          * so that each drain still takes half a log. */
         bool keeps = atomic_load_explicit(&d->keep, memory_order_relaxed);
-        tw__defer_forgets = keeps; /* our cancels clear their entries (internal.h) */
+        forgets(keeps); /* our cancels clear their entries (internal.h) */
         urgent = t + 1 - h == TW_DEFER_LOG / 2 + (keeps ? TW_DEFER_KEEP : 0);
     } else {
         tw_defer_spill *p = spill_room(s, d);
@@ -406,9 +418,6 @@ bool tw__defer_place(tw_service *s, tw_record *rec, uint64_t entry, uint64_t tic
     return true;
 }
 
-/* Our log's last drain found most entries stale, as ring_append last
- * read it: our cancels clear their entries (tw__defer_stale_entry). */
-TW_TLS bool tw__defer_forgets;
 
 /* The record's entry v is still its current placement. */
 static bool entry_current(tw_service *s, uint64_t v)

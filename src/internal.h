@@ -111,7 +111,7 @@ enum {
 
 /* Every thread-local of the library. Initial-exec: in the shared library
  * the default (general-dynamic) model calls __tls_get_addr on every
- * access, six calls in one cancel. They come to 161 bytes, which a library
+ * access, six calls in one cancel. They come to 193 bytes, which a library
  * loaded late (dlopen) takes from glibc's static TLS surplus;
  * scripts/test-consumer.sh checks both (at most 256 bytes). */
 #define TW_TLS _Thread_local __attribute__((tls_model("initial-exec")))
@@ -121,6 +121,28 @@ enum {
  * thread exits; TW_OWNED_STRIPES threads at a time). */
 extern TW_TLS uint32_t tw__stripe_mine; /* UINT32_MAX: not assigned */
 extern TW_TLS bool tw__stripe_owned;
+
+/* The same, with what a cancel's free path asks besides, in one word: the
+ * owned stripe's index (TW_LEAN_STRIPE), or TW_LEAN_SLOW when the thread
+ * owns none (or has none yet) or the light fence is a real one
+ * (tw__fence_real: no membarrier; such a thread's cancels take the general
+ * path, which leaves its log entries to the drain); TW_LEAN_FORGETS while
+ * our cancels clear their log entries (tw__defer_stale_entry). Written by
+ * this thread only: service.c (the stripe), defer.c (forgets).
+ *
+ * Why one word: a cancel in random order waits on its record's CAS, and
+ * what comes behind it holds back the next cancel's miss: WL2's cancel
+ * loop with 8, 16 and 32 more stores to a line it has took 10, 28 and 55
+ * ns longer a cancel (AMD guest, 1M pending, 2026-11-29). The three
+ * thread-locals and the global this replaces were four loads and three
+ * branches; with the give's look done once a block (tw__budget_give_to)
+ * and the path keeping no frame (service.c, cancel_freed), WL2's cancels
+ * at 1M gained 1.20x with max_timers set and 1.06x without (medians of 17
+ * farm-bench pairs of twbench against e060318). */
+extern TW_TLS uint32_t tw__stripe_lean;
+#define TW_LEAN_STRIPE  0xffffu
+#define TW_LEAN_FORGETS (1u << 30)
+#define TW_LEAN_SLOW    (1u << 31)
 
 /* ---- records.c --------------------------------------------------------- */
 
@@ -1235,19 +1257,29 @@ static inline void tw__fence_light(void)
  * (It used to be off under max_timers, when the cap was the table's size:
  * then every schedule and cancel met the one shared free list, 4x slower
  * on two threads; the cap is a budget now, service.c.) */
-static inline tw_magazine *tw__mag_enter_mine(tw_records *r, uint32_t mine)
+static inline bool tw__mag_enter_at(tw_magazine *m, bool real_fence)
 {
-    tw_magazine *m = &r->mag[mine];
     /* Relaxed: ordered before the load of steal by the fence pairing. */
     atomic_store_explicit(&m->busy, 1, memory_order_relaxed);
-    tw__fence_light();
+    /* tw__fence_light, with tw__fence_real as the caller read it (a cancel
+     * on its lean path knows it false: TW_LEAN_SLOW otherwise). */
+    if (__builtin_expect(real_fence, 0))
+        atomic_thread_fence(memory_order_seq_cst);
+    else
+        atomic_signal_fence(memory_order_seq_cst); /* the compiler's order only */
     /* Acquire: 0 written by a trimmer that emptied the magazine: we see
      * what it left. */
     if (__builtin_expect(atomic_load_explicit(&m->steal, memory_order_acquire) == 0, 1))
-        return m;
+        return true;
     /* Release: as in tw__mag_leave (we did not touch it). */
     atomic_store_explicit(&m->busy, 0, memory_order_release);
-    return NULL;
+    return false;
+}
+
+static inline tw_magazine *tw__mag_enter_mine(tw_records *r, uint32_t mine)
+{
+    tw_magazine *m = &r->mag[mine];
+    return tw__mag_enter_at(m, tw__fence_real) ? m : NULL;
 }
 
 /* The same for a thread that reads its stripe itself. */
@@ -1398,7 +1430,8 @@ struct tw_service {
                                       accounts: in flight (low 32 bits),
                                       ended (high 32), for an exact
                                       TW_EAGAIN */
-    int64_t budget_block;      /* units a stripe takes from / gives to the pool */
+    int64_t budget_block;      /* units a stripe takes from / gives to the pool;
+                                  0: no max_timers (service.c, budget_capped) */
 
     /* Event loops (MANUAL, embed.c). */
     _Atomic int wake_fd TW_ALIGNED;  /* eventfd, -1 until tw_wake_fd makes it */
@@ -1514,22 +1547,20 @@ uint64_t tw__defer_next_due(tw_service *s);
  * arming placed directly leave an entry of another index there, and
  * nothing is done.
  *
- * Why only while tw__defer_forgets: the loads follow the CAS, which waits
- * for the record's line, and what follows it delays the next cancel's miss
+ * Why only while TW_LEAN_FORGETS (the caller looks): the loads follow the
+ * CAS, which waits for the record's line, and what follows it delays the
+ * next cancel's miss
  * (tw_cancel's common path is a leaf for the same reason, service.c).
  * WL2's cancels, in random order long after their armings, took 77 to
  * 82.5 ns a cancel with the look here on every cancel (medians of 12
- * processes each, 1M pending, 2026-11-29). tw__defer_forgets is up while
+ * processes each, 1M pending, 2026-11-29). TW_LEAN_FORGETS is up while
  * the cursor's last drain of the thread's log found most of its entries
  * stale (the log's keep, defer.c): cancels then come before the drain,
  * as in WL1, and the look pays. Loaded before the CAS instead, the look
  * needed two registers saved, and was slower still. */
-extern TW_TLS bool tw__defer_forgets;
 static inline _Atomic uint64_t *tw__defer_stale_entry(tw_service *s, uint32_t mine,
                                                       const tw_record *rec, uint32_t idx)
 {
-    if (__builtin_expect(!tw__defer_forgets, 1))
-        return NULL;
     /* Relaxed: the stripe's owner stored it (defer.c, my_log). */
     tw_defer_log *d = atomic_load_explicit(&s->defer[mine], memory_order_relaxed);
     if (!d)
@@ -1595,36 +1626,62 @@ uint64_t tw__pending_due(tw_service *s);
 void tw__budget_give(tw_service *s);
 void tw__budget_hand_block(tw_service *s, tw_budget_acct *a, uint64_t taken);
 /* After a give that left account a at `given`: a block to the pool if the
- * account holds two (tw__budget_hand_block). */
-static inline void tw__budget_hand_if_two(tw_service *s, tw_budget_acct *a, uint64_t given)
+ * account holds two (tw__budget_hand_block). `block` is s->budget_block as
+ * the caller read it (the cancel reads it once, as its cap's switch). */
+static inline void tw__budget_hand_if_two(tw_service *s, tw_budget_acct *a, uint64_t given,
+                                          int64_t block)
 {
     /* Relaxed: a guess; the hand-back's CAS decides. */
     uint64_t taken = atomic_load_explicit(&a->taken, memory_order_relaxed);
     /* Signed: on a shared stripe, taken may include units given after
      * ours. */
-    if (__builtin_expect((int64_t)(given - taken) >= 2 * s->budget_block, 0))
+    if (__builtin_expect((int64_t)(given - taken) >= 2 * block, 0))
         tw__budget_hand_block(s, a, taken);
 }
+/* The look of a give for a block to hand back (service.c): apart, and
+ * cold, so that the give's callers keep no frame for it. */
+void tw__budget_look(tw_service *s, tw_budget_acct *a, uint64_t given, int64_t block);
 /* tw__budget_give with max_timers set, to account a (the thread's stripe's:
  * owned as tw__stripe_owned says): inline, as every run of a one-shot gives
  * its unit back (WL5). No locked instruction where the thread owns the
- * account: a sweep finds the unit by reading `given` (service.c, budgets). */
-static inline void tw__budget_give_to(tw_service *s, tw_budget_acct *a, bool owned)
+ * account: a sweep finds the unit by reading `given` (service.c, budgets).
+ *
+ * The look for a block to hand back comes once a block of gives (block is
+ * a power of two, budget_init), when `given` reaches a multiple of it:
+ * an account then holds less than three blocks idle, where a look at
+ * every give kept it under two. Why: a cancel in random order waits on its
+ * record's line, and the instructions behind the CAS decide how soon the
+ * next cancel's miss starts; the look at every give (a load of `taken`, a
+ * sum, a compare) cost WL2's cancels 8% with the cap, in a loop through a
+ * call as twbench makes it (AMD guest, 1M pending, medians of 8 pairs,
+ * 2026-11-29). Exactness does not rest on hand-backs: a sweep takes idle
+ * units from any account (stress/model/budget.pml lets a give skip it). */
+static inline uint64_t tw__budget_give_unit(tw_budget_acct *a, bool owned)
 {
     /* Release: as a counter (tw__count_add_owned); the unit carries no
      * data, and a give before a schedule began is found by coherence. */
-    uint64_t given;
     if (owned) {
-        given = atomic_load_explicit(&a->given, memory_order_relaxed) + 1;
+        uint64_t given = atomic_load_explicit(&a->given, memory_order_relaxed) + 1;
         atomic_store_explicit(&a->given, given, memory_order_release);
-    } else {
-        given = atomic_fetch_add_explicit(&a->given, 1, memory_order_release) + 1;
+        return given;
     }
-    tw__budget_hand_if_two(s, a, given);
+    return atomic_fetch_add_explicit(&a->given, 1, memory_order_release) + 1;
+}
+/* Whether a give that left `given` looks for a block to hand back. */
+static inline bool tw__budget_looks(uint64_t given, int64_t block)
+{
+    return __builtin_expect((given & (uint64_t)(block - 1)) == 0, 0);
+}
+static inline void tw__budget_give_to(tw_service *s, tw_budget_acct *a, bool owned,
+                                      int64_t block)
+{
+    uint64_t given = tw__budget_give_unit(a, owned);
+    if (tw__budget_looks(given, block))
+        tw__budget_look(s, a, given, block);
 }
 static inline void tw__budget_give_capped(tw_service *s)
 {
-    tw__budget_give_to(s, &tw__stripe(s)->budget, tw__stripe_owned);
+    tw__budget_give_to(s, &tw__stripe(s)->budget, tw__stripe_owned, s->budget_block);
 }
 uint64_t tw__reserved_total(tw_service *s); /* every stripe's `reserved` */
 uint64_t tw__fired_total(tw_service *s);    /* every stripe's `fired` */

@@ -124,6 +124,7 @@ static bool stripe_key_ok;
 static pthread_once_t stripe_once = PTHREAD_ONCE_INIT;
 TW_TLS uint32_t tw__stripe_mine = UINT32_MAX;
 TW_TLS bool tw__stripe_owned;
+TW_TLS uint32_t tw__stripe_lean = TW_LEAN_SLOW;
 
 static uint32_t shared_stripe(void)
 {
@@ -139,6 +140,7 @@ static void stripe_release(void *owned_plus_one)
     uint32_t i = (uint32_t)(uintptr_t)owned_plus_one - 1;
     tw__stripe_owned = false;
     tw__stripe_mine = shared_stripe();
+    tw__stripe_lean = TW_LEAN_SLOW;
     /* Release: the next owner of stripe i sees our last counts and our
      * magazines' contents (its acquire CAS below). */
     atomic_fetch_and_explicit(&stripes_owned, ~(1u << i), memory_order_release);
@@ -176,9 +178,14 @@ static bool take_owned_stripe(uint32_t *out)
 uint32_t tw__stripe_assign(void)
 {
     pthread_once(&stripe_once, stripe_key_create);
-    uint32_t i;
+    uint32_t i = 0;
     tw__stripe_owned = stripe_key_ok && take_owned_stripe(&i);
     tw__stripe_mine = tw__stripe_owned ? i : shared_stripe();
+    /* tw__fence_real is settled by then: every service's tw_create sets
+     * it up, and a thread takes a stripe only through a service; setting
+     * it up here as well costs a pthread_once a thread. */
+    tw__fence_setup();
+    tw__stripe_lean = tw__stripe_owned && !tw__fence_real ? i : TW_LEAN_SLOW;
     return tw__stripe_mine;
 }
 
@@ -201,7 +208,8 @@ void tw__count_rare(tw_service *s, int which)
  * schedule takes a unit from its own stripe, an
  * uncontended RMW on a line no other thread writes; an empty stripe takes
  * a block of units from the pool; a unit given back goes to the giving
- * thread's stripe, which hands a block back to the pool when it holds two.
+ * thread's stripe, which hands a block back to the pool when it holds two
+ * (looked at once a block of gives: it holds less than three).
  * So no shared line is touched on each schedule and cancel, as there was
  * when the cap was the record table's size and every call met the shared
  * free list (issue 14: WL1 on two threads 4x slower with the cap set).
@@ -256,14 +264,19 @@ static void budget_init(tw_service *s)
 {
     uint64_t max = s->cfg.max_timers;
     uint64_t block = max / (4 * TW_STRIPES);
-    s->budget_block = block < 1 ? 1 : block > 64 ? 64 : (int64_t)block;
+    block = block < 1 ? 1 : block > 64 ? 64 : block;
+    /* A power of two: a give looks at its account once a block of gives
+     * (tw__budget_give_to). 0 without a cap: the one word a cancel reads
+     * for both (cancel_freed). */
+    block = (uint64_t)1 << (63 - __builtin_clzll(block));
+    s->budget_block = max == 0 ? 0 : (int64_t)block;
     atomic_init(&s->budget_pool, (int64_t)max);
     atomic_init(&s->budget_moves, 0);
 }
 
 static bool budget_capped(const tw_service *s)
 {
-    return s->cfg.max_timers != 0;
+    return s->budget_block != 0; /* max_timers set (budget_init) */
 }
 
 /* A move of units between the pool and a stripe begins (before units
@@ -453,7 +466,7 @@ void tw__budget_give(tw_service *s)
         tw__budget_give_capped(s);
 }
 
-/* An account holds two blocks after a give (tw__budget_give_to, internal.h;
+/* An account holds two blocks at a give's look (tw__budget_give_to, internal.h;
  * workers.c, run_batch): hand one to the pool, counted. `taken` as the
  * giver read it. */
 void tw__budget_hand_block(tw_service *s, tw_budget_acct *a, uint64_t taken)
@@ -470,6 +483,12 @@ void tw__budget_hand_block(tw_service *s, tw_budget_acct *a, uint64_t taken)
                                                 memory_order_relaxed))
         pool_give(s, s->budget_block);
     move_end(s);
+}
+
+__attribute__((noinline, cold)) void tw__budget_look(tw_service *s, tw_budget_acct *a,
+                                                     uint64_t given, int64_t block)
+{
+    tw__budget_hand_if_two(s, a, given, block);
 }
 
 void tw__note_lateness_runs(tw_service *s, uint32_t bucket, uint32_t n, uint64_t worst)
@@ -1001,33 +1020,56 @@ static int cancel_record(tw_service *s, tw_record *rec, tw_timer t)
  * the defaults, 1.01x configured, medians of 9 farm-bench pairs of twbench
  * against 981364e; 7-8% both ways in a loop of tw_cancel alone,
  * 2026-11-29). */
-static inline bool cancel_freed(tw_service *s, const tw_record *rec, uint32_t idx)
+/* What cancel_freed leaves to cancel_freed_rest: nothing, everything but
+ * the state's CAS, or the give's look for a block to hand back. */
+enum { CANCEL_DONE, CANCEL_REST, CANCEL_LOOK };
+
+static inline int cancel_freed(tw_service *s, const tw_record *rec, uint32_t idx)
 {
-    if (__builtin_expect(!tw__stripe_owned, 0))
-        return false;
-    uint32_t mine = tw__stripe_mine;
-    _Atomic uint64_t *stale = tw__defer_stale_entry(s, mine, rec, idx);
-    /* Relaxed: its readers take either value (tw__defer_stale_entry). */
-    if (stale)
-        atomic_store_explicit(stale, 0, memory_order_relaxed);
-    tw_magazine *m = tw__mag_enter_mine(&s->rec, mine);
-    if (__builtin_expect(!m || m->n >= TW_MAGAZINE, 0)) {
-        tw__mag_leave(m);
-        return false;
+    uint32_t lean = tw__stripe_lean; /* one load for all of it (internal.h) */
+    if (__builtin_expect(lean & TW_LEAN_SLOW, 0))
+        return CANCEL_REST;
+    uint32_t mine = lean & TW_LEAN_STRIPE;
+    if (__builtin_expect(lean & TW_LEAN_FORGETS, 0)) {
+        _Atomic uint64_t *stale = tw__defer_stale_entry(s, mine, rec, idx);
+        /* Relaxed: its readers take either value (tw__defer_stale_entry). */
+        if (stale)
+            atomic_store_explicit(stale, 0, memory_order_relaxed);
     }
-    m->idx[m->n++] = idx; /* FREE already; ours until we hand it out */
+    tw_magazine *m = &s->rec.mag[mine];
+    if (__builtin_expect(!tw__mag_enter_at(m, false), 0))
+        return CANCEL_REST;
+    uint32_t n = m->n;
+    if (__builtin_expect(n >= TW_MAGAZINE, 0)) {
+        tw__mag_leave(m);
+        return CANCEL_REST;
+    }
+    m->idx[n] = idx; /* FREE already; ours until we hand it out */
+    m->n = n + 1;
     tw__mag_leave(m);
     tw_stripe *st = &s->stripe[mine];
     tw__count_add_owned(&st->cancelled, 1, true);
-    if (__builtin_expect(budget_capped(s), 0))
-        tw__budget_give_to(s, &st->budget, true);
-    return true;
+    int64_t block = s->budget_block; /* 0: no cap (budget_capped), one load for both */
+    if (__builtin_expect(block != 0, 0) &&
+        tw__budget_looks(tw__budget_give_unit(&st->budget, true), block))
+        return CANCEL_LOOK;
+    return CANCEL_DONE;
 }
 
-/* What cancel_freed left: the same three steps through the general calls
- * (a full magazine hands half of itself over, tw__rec_push_free_many). */
-__attribute__((noinline, cold)) static void cancel_freed_rest(tw_service *s, uint32_t idx)
+/* What cancel_freed left (one cold call, so that its common path keeps no
+ * frame): the look for a block to hand back, or the same three steps
+ * through the general calls (a full magazine hands half of itself over,
+ * tw__rec_push_free_many). */
+__attribute__((noinline, cold)) static void cancel_freed_rest(tw_service *s, uint32_t idx,
+                                                              int left)
 {
+    if (left == CANCEL_LOOK) {
+        tw_budget_acct *a = &s->stripe[tw__stripe_mine].budget;
+        /* Relaxed: our own word, as the give left it. */
+        tw__budget_look(s, a, atomic_load_explicit(&a->given, memory_order_relaxed),
+                        s->budget_block);
+        return;
+    }
     tw__rec_push_free(&s->rec, idx);
     TW_COUNT(s, cancelled, 1);
     tw__budget_give(s);
@@ -1052,8 +1094,9 @@ int tw_cancel(tw_service *s, tw_timer t)
         if (__builtin_expect(atomic_compare_exchange_strong_explicit(
                                  &rec->state, &st, tw__rec_free_state(st),
                                  memory_order_seq_cst, memory_order_acquire), 1)) {
-            if (__builtin_expect(!cancel_freed(s, rec, tw__handle_idx(t)), 0))
-                cancel_freed_rest(s, tw__handle_idx(t));
+            int left = cancel_freed(s, rec, tw__handle_idx(t));
+            if (__builtin_expect(left != CANCEL_DONE, 0))
+                cancel_freed_rest(s, tw__handle_idx(t), left);
             return TW_OK;
         }
     }

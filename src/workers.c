@@ -382,7 +382,7 @@ static void ctx_use_worker_account(run_ctx *c, tw_worker *w)
 
 __attribute__((noinline, cold)) static void ctx_hand_block(run_ctx *c)
 {
-    tw__budget_hand_if_two(c->s, c->acct, c->given);
+    tw__budget_hand_if_two(c->s, c->acct, c->given, c->s->budget_block);
     ctx_hand_at(c);
 }
 
@@ -391,7 +391,7 @@ __attribute__((noinline, cold)) static void ctx_hand_block(run_ctx *c)
 static inline void ctx_give(run_ctx *c)
 {
     if (!c->acct) {
-        tw__budget_give_to(c->s, &c->stripe->budget, c->owned);
+        tw__budget_give_to(c->s, &c->stripe->budget, c->owned, c->s->budget_block);
         return;
     }
     /* Release: as tw__budget_give_to's. Our own word: no update to lose. */

@@ -171,6 +171,48 @@ static void max_timers_cap(void **state)
     tw_destroy(s);
 }
 
+/* A thread that only cancels gives every unit to its own account, and a
+ * give looks for a block to hand back to the pool once a block of gives
+ * (tw__budget_give_to): the account keeps less than three blocks idle,
+ * the pool has the rest for other threads without a sweep, and no unit is
+ * anywhere else. For caps whose block is
+ * the largest, is rounded down to a power of two, and is one unit (the
+ * block: max_timers / (4 TW_STRIPES), at most 64). */
+static void max_timers_cancels_hand_blocks_back(void **state)
+{
+    (void)state;
+    static const uint64_t caps[] = {
+        4 * TW_STRIPES * 64 * 3, /* block 64 (the most) */
+        4 * TW_STRIPES * 48,     /* 48: 32 */
+        4 * TW_STRIPES * 3,      /* 3: 2 */
+        100,                     /* 0: 1 */
+    };
+    static const int64_t blocks[] = { 64, 32, 2, 1 };
+    static tw_timer h[4 * TW_STRIPES * 64 * 3];
+    for (size_t k = 0; k < sizeof caps / sizeof caps[0]; k++) {
+        tw_config c;
+        tw_config_init(&c);
+        c.clock = TW_CLOCK_MANUAL;
+        c.workers = 0;
+        c.max_timers = caps[k];
+        tw_service *s = t_service_cfg(&c);
+        assert_int_equal(s->budget_block, blocks[k]);
+        for (uint64_t i = 0; i < caps[k]; i++)
+            ASSERT_RC(tw_schedule(s, 3600 * T_S, t_noop, NULL, &h[i]), TW_OK);
+        ASSERT_RC(tw_schedule(s, 3600 * T_S, t_noop, NULL, NULL), TW_EAGAIN);
+        for (uint64_t i = 0; i < caps[k]; i++)
+            ASSERT_RC(tw_cancel(s, h[i]), TW_OK);
+        tw_budget_acct *a = &s->stripe[tw__stripe_mine].budget;
+        int64_t idle = (int64_t)(atomic_load(&a->given) - atomic_load(&a->taken));
+        int64_t pool = atomic_load(&s->budget_pool);
+        if (idle < 0 || idle >= 3 * blocks[k] || pool + idle != (int64_t)caps[k])
+            fail_msg("cap %" PRIu64 ": %" PRId64 " idle in the account (block %" PRId64
+                     "), %" PRId64 " in the pool", caps[k], idle, blocks[k], pool);
+        CHECK(s);
+        tw_destroy(s);
+    }
+}
+
 /* max_timers from several threads: the cap is enforced with units cached
  * per thread (service.c, budgets), and TW_EAGAIN is exact: it comes only
  * when every unit is held by a pending timer. Threads fill the cap until
@@ -654,6 +696,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(million_in_one_tick, setup),
         cmocka_unit_test_setup(max_timers_cap, setup),
+        cmocka_unit_test_setup(max_timers_cancels_hand_blocks_back, setup),
         cmocka_unit_test_setup(max_timers_eagain_is_exact_across_threads, setup),
         cmocka_unit_test_setup(max_timers_exact_under_churn, setup),
         cmocka_unit_test_setup(max_timers_full_service_replaces_from_callbacks, setup),

@@ -22,8 +22,9 @@
  *     answer TW_EAGAIN;
  *   - a timer leaving pending (a cancel, a one-shot's start) gives its unit
  *     to the giving thread's account, then hands a block back when the
- *     account holds two. Any thread may end any pending timer (a cancel of
- *     a handle armed elsewhere; a worker runs others' timers).
+ *     account holds two, or does not look (C looks once a block of gives).
+ *     Any thread may end any pending timer (a cancel of a handle armed
+ *     elsewhere; a worker runs others' timers).
  *
  * The timer's leaving pending is taken at its give (one step): a cancel
  * that has not returned may be ordered after a refusal (the contract:
@@ -271,7 +272,12 @@ proctype mutator(byte me)
             :: else -> skip
             fi
         :: atomic { pending > 0 -> pending--; given[mine]++ }
-            hand_back(mine)
+            /* C looks for a block to hand back once a block of gives
+             * (tw__budget_give_to): any give may skip it */
+            if
+            :: hand_back(mine)
+            :: skip
+            fi
         fi;
         forget()
     :: else -> break
