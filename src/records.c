@@ -790,6 +790,27 @@ static void push_subtrees(tw_records *r, uint32_t j, tw_record *root_rec, uint32
     push_blocks(r, j, left, right, right_n, left_n + right_n);
 }
 
+/* block_collect for the checker: each child's index is checked to lie in
+ * chunk j's [at, end) before the walk follows it, so a broken tree is
+ * reported, not followed into memory that is not a record (a crash).
+ * False if one does not lie there. */
+static bool block_collect_checked(tw_records *r, uint32_t root, tw_record *root_rec,
+                                  uint32_t n, uint32_t at, uint32_t end, uint32_t *out)
+{
+    out[0] = root;
+    for (uint32_t k = 0; 2 * k + 1 < n; k++) {
+        uint64_t kids = k == 0 ? root_kids(root_rec) : node_kids(tw__rec(r, out[k]));
+        for (uint32_t c = 1; c <= 2 && 2 * k + c < n; c++) {
+            /* 0 (no child) becomes UINT32_MAX here: out of every chunk. */
+            uint32_t kid = (uint32_t)(kids >> (32 * (c - 1))) - 1;
+            if (kid - at >= end - at)
+                return false;
+            out[2 * k + c] = kid;
+        }
+    }
+    return true;
+}
+
 /* For tw__check (wheel.c), on a quiet service only: chunk j's list, block
  * by block and each block's tree level by level, each record passed to
  * visit (false stops the walk). Returns the records met, or -1 if the walk
@@ -805,16 +826,16 @@ int64_t tw__rec_list_walk(tw_records *r, uint32_t j, uint32_t limit,
     int64_t met = 0;
     uint32_t got[TW_BLOCK];
     while (root) {
-        if (root - 1 < at || root - 1 >= end)
+        tw_record *rec = root - 1 - at < end - at ? tw__rec(r, root - 1) : NULL;
+        if (!rec) /* out of the chunk, or the chunk is not there */
             return -1;
-        tw_record *rec = tw__rec(r, root - 1);
         uint64_t word = atomic_load_explicit(&rec->deadline, memory_order_acquire);
         uint32_t n = (uint32_t)(word >> 32);
-        if (n == 0 || n > TW_BLOCK || met + n > limit)
+        if (n == 0 || n > TW_BLOCK || met + n > limit ||
+            !block_collect_checked(r, root - 1, rec, n, at, end, got))
             return -1;
-        block_collect(r, root - 1, rec, n, got);
         for (uint32_t k = 0; k < n; k++) {
-            if (got[k] < at || got[k] >= end || !visit(ctx, got[k]))
+            if (!visit(ctx, got[k]))
                 return -1;
         }
         met += n;

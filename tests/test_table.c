@@ -547,6 +547,55 @@ static void records_freed_in_random_order_come_back_once_each(void **state)
     tw_destroy(s);
 }
 
+/* tw__check walks each free list's blocks as trees (records.c,
+ * tw__rec_list_walk). A node whose children word names records out of its
+ * chunk (none there, or not the table's at all) is reported as a broken
+ * free list, not followed: before, the walk followed it to an address
+ * that was no record's and crashed the checker. Mended, the same lists
+ * check clean again. */
+static void a_broken_tree_is_reported_not_followed(void **state)
+{
+    (void)state;
+    tw_service *s = t_service(T_MS, 256, 16);
+    tw_timer *h = calloc(MASS, sizeof *h);
+    assert_non_null(h);
+    for (uint32_t i = 0; i < MASS; i++)
+        ASSERT_RC(tw_schedule(s, 3600 * T_S, t_noop, NULL, &h[i]), TW_OK);
+    why_buf why;
+    NO_FAILURE(cancel_shuffled(s, h, MASS, 0x7ee, why));
+    CHECK(s);
+    /* A block of three or more: its root's left child is a node. */
+    tw_record *node = NULL;
+    for (uint32_t j = 0; j < TW_REC_CHUNKS && !node; j++) {
+        uint32_t root = (uint32_t)atomic_load(&s->rec.list[j].head);
+        if (!root)
+            continue;
+        tw_record *rec = tw__rec(&s->rec, root - 1);
+        if ((uint32_t)(atomic_load(&rec->deadline) >> 32) < 3)
+            continue;
+        uint32_t left = (uint32_t)(uintptr_t)atomic_load(&rec->arg);
+        node = tw__rec(&s->rec, left - 1);
+    }
+    assert_non_null(node);
+    uint64_t kids = atomic_load(&node->deadline);
+    static const uint64_t broken[] = {
+        0xfffffff0fffffff0ull, /* past every chunk */
+        (uint64_t)(1u << 30) << 32 | (1u << 30), /* a chunk never mapped */
+        0,                      /* no children, where the size says some */
+    };
+    char msg[512];
+    for (size_t k = 0; k < sizeof broken / sizeof broken[0]; k++) {
+        atomic_store(&node->deadline, broken[k]);
+        assert_int_not_equal(tw__check(s, msg, sizeof msg), 0);
+        if (!strstr(msg, "free list"))
+            fail_msg("broken tree %zu: tw__check said \"%s\"", k, msg);
+    }
+    atomic_store(&node->deadline, kids);
+    CHECK(s);
+    free(h);
+    tw_destroy(s);
+}
+
 /* A thread without an owned counter stripe has no magazine: it takes a
  * block's root alone and pushes its two subtrees back. Threads hold every
  * owned stripe meanwhile; then the test's thread, which has a magazine,
@@ -670,6 +719,7 @@ int main(void)
         cmocka_unit_test(idle_cursor_comes_back_for_the_table_alone),
         cmocka_unit_test(records_freed_in_random_order_come_back_once_each),
         cmocka_unit_test(records_come_back_once_each_to_a_thread_without_a_magazine),
+        cmocka_unit_test(a_broken_tree_is_reported_not_followed),
     };
     return cmocka_run_group_tests(tests, no_huge_pages, NULL);
 }
