@@ -418,7 +418,6 @@ bool tw__defer_place(tw_service *s, tw_record *rec, uint64_t entry, uint64_t tic
     return true;
 }
 
-
 /* The record's entry v is still its current placement. */
 static bool entry_current(tw_service *s, uint64_t v)
 {

@@ -132,8 +132,8 @@ extern TW_TLS bool tw__stripe_owned;
  *
  * Why one word: a cancel in random order waits on its record's CAS, and
  * what comes behind it holds back the next cancel's miss: WL2's cancel
- * loop with 8, 16 and 32 more stores to a line it has took 10, 28 and 55
- * ns longer a cancel (AMD guest, 1M pending, 2026-11-29). The three
+ * loop with 8, 16 and 32 more stores to a line it has took about 12, 30
+ * and 65 ns longer a cancel (AMD guest, 1M pending, 2026-11-29). The three
  * thread-locals and the global this replaces were four loads and three
  * branches; with the give's look done once a block (tw__budget_give_to)
  * and the path keeping no frame (service.c, cancel_freed), WL2's cancels

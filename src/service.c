@@ -1013,16 +1013,20 @@ static int cancel_record(tw_service *s, tw_record *rec, tw_timer t)
  * path around them; this one gained 1.05x at 1M and 1.02x at 10M, medians
  * of farm-bench pairs of twbench, 2026-11-28).
  *
- * Why false for the rarer cases (no owned stripe, a magazine being emptied
- * or full), which cancel_freed_rest then takes: every call those make
- * stays out of tw_cancel, whose common path is then a leaf that saves no
- * register (ten instructions fewer a cancel: WL2 1M's cancels 1.16x with
- * the defaults, 1.01x configured, medians of 9 farm-bench pairs of twbench
- * against 981364e; 7-8% both ways in a loop of tw_cancel alone,
- * 2026-11-29). */
-/* What cancel_freed leaves to cancel_freed_rest: nothing, everything but
- * the state's CAS, or the give's look for a block to hand back. */
-enum { CANCEL_DONE, CANCEL_REST, CANCEL_LOOK };
+ * Why it leaves the rarer cases (no owned stripe, a real fence, a
+ * magazine being emptied or full, a give's look for a block to hand back)
+ * to cancel_freed_rest, in one cold call: every call those make stays out
+ * of tw_cancel, whose common path is then a leaf that keeps no frame (ten
+ * instructions fewer a cancel: WL2 1M's cancels 1.16x with the defaults,
+ * 1.01x configured, medians of 9 farm-bench pairs of twbench against
+ * 981364e; 7-8% both ways in a loop of tw_cancel alone, 2026-11-29; the
+ * look moved there too with 0ac8391). The thread's stripe and what else
+ * the path asks are one thread-local word (tw__stripe_lean, internal.h). */
+enum {
+    CANCEL_DONE, /* nothing left */
+    CANCEL_REST, /* everything but the state's CAS, by the general calls */
+    CANCEL_LOOK, /* the give's look for a block to hand back */
+};
 
 static inline int cancel_freed(tw_service *s, const tw_record *rec, uint32_t idx)
 {

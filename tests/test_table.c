@@ -547,6 +547,17 @@ static void records_freed_in_random_order_come_back_once_each(void **state)
     tw_destroy(s);
 }
 
+/* A service with MASS timers armed an hour away; their handles. */
+static tw_timer *arm_mass(tw_service **s)
+{
+    *s = t_service(T_MS, 256, 16);
+    tw_timer *h = calloc(MASS, sizeof *h);
+    assert_non_null(h);
+    for (uint32_t i = 0; i < MASS; i++)
+        ASSERT_RC(tw_schedule(*s, 3600 * T_S, t_noop, NULL, &h[i]), TW_OK);
+    return h;
+}
+
 /* tw__check walks each free list's blocks as trees (records.c,
  * tw__rec_list_walk). A node whose children word names records out of its
  * chunk (none there, or not the table's at all) is reported as a broken
@@ -556,11 +567,8 @@ static void records_freed_in_random_order_come_back_once_each(void **state)
 static void a_broken_tree_is_reported_not_followed(void **state)
 {
     (void)state;
-    tw_service *s = t_service(T_MS, 256, 16);
-    tw_timer *h = calloc(MASS, sizeof *h);
-    assert_non_null(h);
-    for (uint32_t i = 0; i < MASS; i++)
-        ASSERT_RC(tw_schedule(s, 3600 * T_S, t_noop, NULL, &h[i]), TW_OK);
+    tw_service *s;
+    tw_timer *h = arm_mass(&s);
     why_buf why;
     NO_FAILURE(cancel_shuffled(s, h, MASS, 0x7ee, why));
     CHECK(s);
@@ -647,11 +655,8 @@ static void *arm_and_cancel_unowned(void *p)
 static void records_come_back_once_each_to_a_thread_without_a_magazine(void **state)
 {
     (void)state;
-    tw_service *s = t_service(T_MS, 256, 16);
-    tw_timer *h = calloc(MASS, sizeof *h);
-    assert_non_null(h);
-    for (uint32_t i = 0; i < MASS; i++)
-        ASSERT_RC(tw_schedule(s, 3600 * T_S, t_noop, NULL, &h[i]), TW_OK);
+    tw_service *s;
+    tw_timer *h = arm_mass(&s);
     uint32_t high = tw__records_high(&s->rec);
     why_buf why;
     NO_FAILURE(cancel_shuffled(s, h, MASS, 7, why));
