@@ -1315,12 +1315,17 @@ typedef struct wl2_table {
 
 /* One op: the handle, its record, the generation check, the CAS. The CAS
  * adds 1 below the generation, so every repetition finds it unchanged. */
-static inline bool wl2_cancel_one(wl2_table *t, uint32_t *idx)
+/* The next handle in the shuffled order. */
+static inline uint64_t wl2_next_handle(wl2_table *t)
 {
     uint64_t h = t->handles[t->order[t->at]];
     t->at = t->at + 1 == t->n ? 0 : t->at + 1;
-    *idx = (uint32_t)h;
-    _Atomic uint64_t *w = &t->recs[*idx].state;
+    return h;
+}
+
+/* The generation compared and the CAS, on state word w of handle h. */
+static inline bool wl2_cas(_Atomic uint64_t *w, uint64_t h)
+{
     uint64_t v = atomic_load_explicit(w, memory_order_acquire);
     if ((v >> WL2_GEN_SHIFT) != (h >> WL2_GEN_SHIFT))
         return false;
@@ -1328,17 +1333,18 @@ static inline bool wl2_cancel_one(wl2_table *t, uint32_t *idx)
                                                    memory_order_acquire);
 }
 
+static inline bool wl2_cancel_one(wl2_table *t, uint32_t *idx)
+{
+    uint64_t h = wl2_next_handle(t);
+    *idx = (uint32_t)h;
+    return wl2_cas(&t->recs[*idx].state, h);
+}
+
 /* wl2_cancel_one on the state words apart (record_bytes=8). */
 static inline bool wl2_cancel_one_dense(wl2_table *t)
 {
-    uint64_t h = t->handles[t->order[t->at]];
-    t->at = t->at + 1 == t->n ? 0 : t->at + 1;
-    _Atomic uint64_t *w = &t->dense[(uint32_t)h];
-    uint64_t v = atomic_load_explicit(w, memory_order_acquire);
-    if ((v >> WL2_GEN_SHIFT) != (h >> WL2_GEN_SHIFT))
-        return false;
-    return atomic_compare_exchange_strong_explicit(w, &v, v + 1, memory_order_seq_cst,
-                                                   memory_order_acquire);
+    uint64_t h = wl2_next_handle(t);
+    return wl2_cas(&t->dense[(uint32_t)h], h);
 }
 
 __attribute__((noinline)) static uint64_t loop_wl2_cancel_dense(void *ctx, uint64_t n)
@@ -1376,21 +1382,27 @@ __attribute__((noinline)) static uint64_t loop_wl2_cancel_book(void *ctx, uint64
     return won;
 }
 
+/* A table on huge pages where they may be asked for, as the library's
+ * record table asks (records.c): the floor is the best case. */
+static void *wl2_map(size_t bytes)
+{
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        die("out of memory for wl2_cancel");
+#ifdef MADV_HUGEPAGE
+    (void)madvise(p, bytes, MADV_HUGEPAGE); /* a hint; may do nothing */
+#endif
+    return p;
+}
+
 static void measure_wl2_cancel_size(uint32_t n, unsigned reps)
 {
     wl2_table *t = calloc(1, sizeof *t);
     if (!t)
         die("out of memory for wl2_cancel");
     t->n = n;
-    /* Huge pages where they may be asked for, as the library's record
-     * table asks (records.c): the floor is the best case. */
     size_t rec_bytes = (size_t)n * sizeof *t->recs;
-    t->recs = mmap(NULL, rec_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (t->recs == MAP_FAILED)
-        die("out of memory for wl2_cancel");
-#ifdef MADV_HUGEPAGE
-    (void)madvise(t->recs, rec_bytes, MADV_HUGEPAGE); /* a hint; may do nothing */
-#endif
+    t->recs = wl2_map(rec_bytes);
     t->handles = malloc((size_t)n * sizeof *t->handles);
     t->order = malloc((size_t)n * sizeof *t->order);
     if (!t->recs || !t->handles || !t->order)
@@ -1410,12 +1422,7 @@ static void measure_wl2_cancel_size(uint32_t n, unsigned reps)
     keep(t->count + t->log[0]);
     munmap(t->recs, rec_bytes);
     size_t dense_bytes = (size_t)n * sizeof *t->dense;
-    t->dense = mmap(NULL, dense_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (t->dense == MAP_FAILED)
-        die("out of memory for wl2_cancel");
-#ifdef MADV_HUGEPAGE
-    (void)madvise(t->dense, dense_bytes, MADV_HUGEPAGE); /* a hint; may do nothing */
-#endif
+    t->dense = wl2_map(dense_bytes);
     for (uint32_t i = 0; i < n; i++)
         atomic_store_explicit(&t->dense[i], (uint64_t)1 << WL2_GEN_SHIFT, memory_order_relaxed);
     t->at = 0;
