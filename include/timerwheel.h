@@ -50,7 +50,10 @@
  * cycle (a callback waits for another callback, which waits, through any
  * number of others, for the first; or for a tw_stop or tw_advance that
  * waits for it) is refused: at least one of the callers gets TW_EDEADLK,
- * with nothing done, and the others proceed. A due timer waits for a
+ * with nothing done, and the others proceed. So is a call of tw_cancel_sync,
+ * tw_stop or tw_advance made from inside more than 16 nested tw_advance and
+ * tw_stop calls (a callback of one service advancing or stopping another,
+ * and so on): the search for cycles sees 16. A due timer waits for a
  * worker only while every worker is busy: an idle worker takes timers that
  * a busy one has not started. Busy means stuck or slower alone: an idle
  * worker watches a running one for 50 us (up to 400 us, or half a tick,
@@ -310,8 +313,8 @@ TW_API int tw_cancel(tw_service *s, tw_timer t);
  * with nothing done, when called from that timer's own callback, or when
  * the wait would close a cycle of waits (this callback waits for that
  * timer's, which waits, directly or through others, for this one; see
- * Progress at the top): one caller of such a cycle is refused, the others
- * wait and proceed. */
+ * Progress at the top): at least one caller of such a cycle is refused,
+ * the others wait and proceed. */
 TW_API int tw_cancel_sync(tw_service *s, tw_timer t);
 
 /* Batches. tw_schedule_many arms n one-shot timers, delays_ns[i] from one

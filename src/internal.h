@@ -1223,14 +1223,26 @@ uint64_t tw__next_period_deadline(const tw_service *s, uint64_t deadline, uint64
  * that calls tw_advance of B runs B's callbacks nested in its own, and
  * A's stays held all along (before 2026-11-28 only the innermost was
  * known, and a wait for the outer one from a nested callback slept for
- * good instead of answering TW_EDEADLK). */
-#define TW_HOLDS 4
+ * good instead of answering TW_EDEADLK). Each hold lives in its caller's
+ * frame, so nesting has no depth limit the thread itself cannot see: with
+ * four slots in the thread-local state (until 2026-11-30) a fifth service
+ * nested went unrecorded, and a callback six deep that called tw_advance
+ * of the fifth locked the drain lock its own thread held, for good (a
+ * review's program). */
+typedef struct tw_hold {
+    tw_service *s;          /* the service whose tw_advance or tw_stop it is in */
+    tw_service *outer_s;    /* the callback it ran when it entered s ... */
+    tw_timer outer_t;       /* ... (NULL, 0: none) */
+    struct tw_hold *prev;   /* the hold it is nested in (NULL: none) */
+} tw_hold;
+/* The holds other threads' searches see (threads.c): the innermost
+ * TW_HOLDS_SHOWN; a thread nested deeper is refused its waits. */
+#define TW_HOLDS_SHOWN 16
 typedef struct tw_running_tls {
     tw_service *s;       /* the callback it runs: service (NULL: none) ... */
     tw_timer t;          /* ... and handle */
-    tw_service *holds[TW_HOLDS];
-    tw_service *outer_s[TW_HOLDS]; /* the callback it ran when it took holds[i] */
-    tw_timer outer_t[TW_HOLDS];
+    tw_hold *holds;      /* innermost first, on the holders' stacks (NULL: none) */
+    uint32_t depth;      /* holds in that list */
 } tw_running_tls;
 extern TW_TLS tw_running_tls tw__self;
 
@@ -1346,10 +1358,10 @@ _Static_assert(sizeof(tw_sched_attr) == 48, "SCHED_ATTR_SIZE_VER0");
 bool tw__in_callback(const tw_service *s, tw_timer t);
 bool tw__in_callback_of(const tw_service *s);
 /* Holdings of the calling thread: is it inside tw_advance or tw_stop of s;
- * enter one (a slot for tw__unhold, -1 if nested too deep); leave it. */
+ * enter one (h: the caller's, until tw__unhold); leave the innermost. */
 bool tw__holds(const tw_service *s);
-int  tw__hold(tw_service *s);
-void tw__unhold(int slot);
+void tw__hold(tw_service *s, tw_hold *h);
+void tw__unhold(tw_hold *h);
 /* Waits: before waiting for (kind, s, t), publish it and look for a cycle
  * of waits through other threads' callbacks; TW_EDEADLK (nothing
  * published) if there is one. `saved` keeps the thread's outer wait, which

@@ -1420,7 +1420,8 @@ int tw_advance(tw_service *s, uint64_t now_ns)
     if (rc == TW_OK) {
         /* Release: a thread that reads the new time sees what we did before. */
         atomic_store_explicit(&s->manual_now, now_ns, memory_order_release);
-        int held = tw__hold(s);
+        tw_hold held;
+        tw__hold(s, &held);
         tw__wheel_step(s, tw__tick_floor(s, now_ns));
         tw__deliver(s);
         tw__wheel_maintain(s);
@@ -1434,7 +1435,7 @@ int tw_advance(tw_service *s, uint64_t now_ns)
          * segments). So free it now rather than at a later step. */
         if (tw__pending_due(s) == 0)
             (void)tw__seg_settle(s);
-        tw__unhold(held);
+        tw__unhold(&held);
     }
     pthread_mutex_unlock(&s->drain_lock);
     return rc;
@@ -1617,7 +1618,8 @@ int tw_stop(tw_service *s, tw_callback on_pending)
         tw__wait_end(&outer);
         return TW_OK;
     }
-    int held = tw__hold(s); /* on_pending runs inside it */
+    tw_hold held;
+    tw__hold(s, &held); /* on_pending runs inside it */
     /* Seq_cst: the stop's half of the pairing with producers (see top);
      * then every thread executes a full barrier (schedule_deadline's side
      * is a compiler barrier only), before the sweep reads any record. */
@@ -1631,7 +1633,7 @@ int tw_stop(tw_service *s, tw_callback on_pending)
     atomic_store_explicit(&s->stop_state, TW_STOPPED, memory_order_seq_cst);
     pthread_mutex_unlock(&s->drain_lock);
     pthread_mutex_unlock(&s->stop_lock);
-    tw__unhold(held);
+    tw__unhold(&held);
     tw__wait_end(&outer);
     return TW_OK;
 }

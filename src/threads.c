@@ -56,8 +56,11 @@
  * The search reads a moving registry; a cycle it finds is looked for once
  * more before the refusal, so a wait that ended meanwhile does not make a
  * spurious TW_EDEADLK. Holdings nest (a callback that calls tw_stop of
- * another service, whose on_pending calls tw_cancel_sync): up to
- * TW_HOLDS services and the callback are published.
+ * another service, whose on_pending calls tw_cancel_sync): the thread
+ * knows every one (a list on its stack: internal.h, tw_hold), and
+ * publishes the callback and up to TW_HOLDS_SHOWN services. A thread
+ * nested deeper than that is refused its waits (TW_EDEADLK): a cycle
+ * through a hold it could not show would go unseen, and sleep for good.
  *
  * Asymmetric fences. Pairings between a frequent side and a rare caller
  * have the store-buffering shape, where each side stores, then loads what
@@ -175,10 +178,10 @@ typedef struct tw_waiter {
     /* What the thread holds (valid while `kind` says it waits). */
     _Atomic(tw_service *) run_s;      /* the callback it runs: service ... */
     _Atomic tw_timer run_t;           /* ... and handle (0: none) */
-    _Atomic(tw_service *) holds[TW_HOLDS]; /* services whose tw_advance or
-                                         tw_stop it is inside (NULL: none) */
-    _Atomic(tw_service *) outer_s[TW_HOLDS]; /* the callbacks it runs outside */
-    _Atomic tw_timer outer_t[TW_HOLDS];    /* those (tw_running_tls) */
+    _Atomic(tw_service *) holds[TW_HOLDS_SHOWN]; /* services whose tw_advance
+                                         or tw_stop it is inside (NULL: none) */
+    _Atomic(tw_service *) outer_s[TW_HOLDS_SHOWN]; /* the callbacks it runs outside */
+    _Atomic tw_timer outer_t[TW_HOLDS_SHOWN];    /* those (tw_hold) */
     /* What it waits for. */
     _Atomic int kind;                 /* TW_WAIT_*; NONE: not waiting */
     _Atomic(tw_service *) wait_s;
@@ -243,12 +246,7 @@ static tw_waiter *my_waiter(void)
 
 static bool holds_anything(void)
 {
-    if (tw__self.s)
-        return true;
-    for (int i = 0; i < TW_HOLDS; i++)
-        if (tw__self.holds[i])
-            return true;
-    return false;
+    return tw__self.s || tw__self.holds;
 }
 
 /* Does w run callback t of s (any callback of s if t is 0), innermost or
@@ -259,7 +257,7 @@ static bool waiter_runs(tw_waiter *w, tw_service *s, tw_timer t)
     if (atomic_load_explicit(&w->run_s, memory_order_acquire) == s &&
         (!t || atomic_load_explicit(&w->run_t, memory_order_acquire) == t))
         return true;
-    for (int i = 0; i < TW_HOLDS; i++)
+    for (int i = 0; i < TW_HOLDS_SHOWN; i++)
         if (atomic_load_explicit(&w->outer_s[i], memory_order_acquire) == s &&
             (!t || atomic_load_explicit(&w->outer_t[i], memory_order_acquire) == t))
             return true;
@@ -273,7 +271,7 @@ static bool waiter_holds(tw_waiter *w, int kind, tw_service *s, tw_timer t)
         return waiter_runs(w, s, t);
     if (kind == TW_WAIT_CALLBACKS && waiter_runs(w, s, 0))
         return true;
-    for (int i = 0; i < TW_HOLDS; i++)
+    for (int i = 0; i < TW_HOLDS_SHOWN; i++)
         /* Acquire: as above. */
         if (atomic_load_explicit(&w->holds[i], memory_order_acquire) == s)
             return true;
@@ -337,10 +335,11 @@ static void publish(tw_waiter *w, int kind, tw_service *s, tw_timer t)
     /* Relaxed, these: published by the seq_cst store of kind below. */
     atomic_store_explicit(&w->run_s, tw__self.s, memory_order_relaxed);
     atomic_store_explicit(&w->run_t, tw__self.t, memory_order_relaxed);
-    for (int i = 0; i < TW_HOLDS; i++) {
-        atomic_store_explicit(&w->holds[i], tw__self.holds[i], memory_order_relaxed);
-        atomic_store_explicit(&w->outer_s[i], tw__self.outer_s[i], memory_order_relaxed);
-        atomic_store_explicit(&w->outer_t[i], tw__self.outer_t[i], memory_order_relaxed);
+    const tw_hold *h = tw__self.holds; /* all of them: tw__wait_begin checked */
+    for (int i = 0; i < TW_HOLDS_SHOWN; i++, h = h ? h->prev : NULL) {
+        atomic_store_explicit(&w->holds[i], h ? h->s : NULL, memory_order_relaxed);
+        atomic_store_explicit(&w->outer_s[i], h ? h->outer_s : NULL, memory_order_relaxed);
+        atomic_store_explicit(&w->outer_t[i], h ? h->outer_t : 0, memory_order_relaxed);
     }
     atomic_store_explicit(&w->wait_s, s, memory_order_relaxed);
     atomic_store_explicit(&w->wait_t, t, memory_order_relaxed);
@@ -353,6 +352,8 @@ int tw__wait_begin(tw_service *s, int kind, tw_timer t, tw_wait_saved *saved)
     saved->kind = TW_WAIT_NONE;
     if (!holds_anything())
         return TW_OK; /* nobody waits for this thread: no cycle through it */
+    if (tw__self.depth > TW_HOLDS_SHOWN)
+        return TW_EDEADLK; /* more holds than it can show (see top) */
     tw_waiter *w = my_waiter();
     if (!w)
         return TW_OK; /* no memory for a record: wait unchecked, as before */
@@ -382,8 +383,8 @@ void tw__wait_end(const tw_wait_saved *saved)
 
 bool tw__holds(const tw_service *s)
 {
-    for (int i = 0; i < TW_HOLDS; i++)
-        if (tw__self.holds[i] == s)
+    for (const tw_hold *h = tw__self.holds; h; h = h->prev)
+        if (h->s == s)
             return true;
     return false;
 }
@@ -393,8 +394,8 @@ static bool runs_callback(const tw_service *s, tw_timer t, bool any)
 {
     if (tw__self.s == s && (any || tw__self.t == t))
         return true;
-    for (int i = 0; i < TW_HOLDS; i++)
-        if (tw__self.outer_s[i] == s && (any || tw__self.outer_t[i] == t))
+    for (const tw_hold *h = tw__self.holds; h; h = h->prev)
+        if (h->outer_s == s && (any || h->outer_t == t))
             return true;
     return false;
 }
@@ -409,24 +410,19 @@ bool tw__in_callback_of(const tw_service *s)
     return runs_callback(s, 0, true);
 }
 
-int tw__hold(tw_service *s)
+void tw__hold(tw_service *s, tw_hold *h)
 {
-    for (int i = 0; i < TW_HOLDS; i++) {
-        if (!tw__self.holds[i]) {
-            tw__self.holds[i] = s;
-            tw__self.outer_s[i] = tw__self.s; /* runs on, nested */
-            tw__self.outer_t[i] = tw__self.t;
-            return i;
-        }
-    }
-    return -1; /* nested deeper than TW_HOLDS: not published (see top) */
+    h->s = s;
+    h->outer_s = tw__self.s; /* runs on, nested */
+    h->outer_t = tw__self.t;
+    h->prev = tw__self.holds;
+    tw__self.holds = h;
+    tw__self.depth++;
 }
 
-void tw__unhold(int slot)
+void tw__unhold(tw_hold *h)
 {
-    if (slot >= 0) {
-        tw__self.holds[slot] = NULL;
-        tw__self.outer_s[slot] = NULL;
-        tw__self.outer_t[slot] = 0;
-    }
+    /* Holds end innermost first: each in the call that took it. */
+    tw__self.holds = h->prev;
+    tw__self.depth--;
 }

@@ -1,10 +1,11 @@
 /* test_deadlock.c: waits that would never end (issue 13). Callbacks that
  * tw_cancel_sync each other, in a cycle of two or three, or through
- * tw_stop's wait; tw_stop and tw_advance from on_pending. One caller of a
- * cycle gets TW_EDEADLK and does nothing, the others proceed, and the
- * service stops. Each test runs under a watchdog (t_watchdog): a
- * regression ends the program with every thread's stack instead of hanging
- * CI. MONOTONIC, real workers. */
+ * tw_stop's wait; tw_stop and tw_advance from on_pending and from a
+ * callback nested 17 services deep. One caller of a cycle gets TW_EDEADLK
+ * and does nothing, the others proceed, and the service stops. Each test
+ * runs under a watchdog (t_watchdog): a regression ends the program with
+ * every thread's stack instead of hanging CI. MONOTONIC with real workers,
+ * but for the nesting (MANUAL services, driven from their callbacks). */
 #include "tw_test.h"
 
 #include <stdatomic.h>
@@ -366,6 +367,77 @@ static void stop_from_on_pending_is_edeadlk(void **state)
     tw_destroy(pend_s);
 }
 
+/* ---- nesting at any depth --------------------------------------------------- */
+
+/* MANUAL services M0 .. M17: the test calls tw_advance(M0), and the
+ * callback of each Mi calls tw_advance(M(i+1)), so the callback of Mi runs
+ * inside i + 1 nested tw_advance calls on one thread. The innermost that
+ * runs (M16's, 17 deep) calls tw_advance and tw_stop of every Mk: each is
+ * its own thread's (a callback of Mk runs outside it), so each must be
+ * refused. Before 2026-11-30 the thread knew only its four outermost
+ * holds: the fifth and later went unrecorded, and tw_advance(M4) from six
+ * deep locked the drain lock its own thread held (a review's program;
+ * here the watchdog ends it). Past 16 holds the search for cycles cannot
+ * show them all: tw_advance(M17) from 17 deep is refused too (Progress). */
+#define NEST_DEPTH 18
+#define NEST_SHOWN 16 /* the holds a thread can show (timerwheel.h, Progress) */
+
+static tw_service *nest[NEST_DEPTH];
+static int nest_adv_rc[NEST_DEPTH];      /* tw_advance(Mi) from the callback of M(i-1) */
+static int nest_inner_adv[NEST_DEPTH];   /* from the innermost callback */
+static int nest_inner_stop[NEST_DEPTH];
+static int nest_innermost = -1;
+static bool nest_checked; /* the checks ran: later runs do nothing */
+
+static void nest_member(tw_timer t, void *arg)
+{
+    (void)t;
+    int i = (int)(intptr_t)arg;
+    if (nest_checked)
+        return;
+    if (i + 1 < NEST_DEPTH) {
+        nest_adv_rc[i + 1] = tw_advance(nest[i + 1], tw_now(nest[i + 1]) + T_MS);
+        if (nest_adv_rc[i + 1] == TW_OK)
+            return; /* a deeper callback ran the checks */
+    }
+    nest_innermost = i;
+    for (int k = 0; k < NEST_DEPTH; k++) {
+        nest_inner_adv[k] = tw_advance(nest[k], tw_now(nest[k]) + 2 * T_MS);
+        nest_inner_stop[k] = tw_stop(nest[k], NULL);
+    }
+    nest_checked = true;
+}
+
+static void nesting_is_known_at_every_depth(void **state)
+{
+    (void)state;
+    for (int i = 0; i < NEST_DEPTH; i++) {
+        nest[i] = t_service(T_MS, 64, 4);
+        ASSERT_RC(tw_schedule(nest[i], 0, nest_member, (void *)(intptr_t)i, NULL), TW_OK);
+        nest_adv_rc[i] = nest_inner_adv[i] = nest_inner_stop[i] = 1;
+    }
+    ASSERT_RC(tw_advance(nest[0], T_MS), TW_OK);
+    /* The callback of Mi runs i + 1 deep: M1 .. M16 are entered, M17 is not. */
+    for (int i = 1; i < NEST_DEPTH; i++)
+        ASSERT_RC(nest_adv_rc[i], i < NEST_SHOWN + 1 ? TW_OK : TW_EDEADLK);
+    assert_int_equal(nest_innermost, NEST_SHOWN);
+    for (int k = 0; k < NEST_DEPTH; k++) {
+        ASSERT_RC(nest_inner_adv[k], TW_EDEADLK);
+        ASSERT_RC(nest_inner_stop[k], TW_EDEADLK);
+    }
+    /* Nothing was done: every service still runs, and the one never
+     * entered still has its timer. */
+    tw_stats st;
+    tw_stats_get(nest[NEST_DEPTH - 1], &st);
+    assert_int_equal(st.pending, 1);
+    for (int i = NEST_DEPTH - 1; i >= 0; i--) {
+        ASSERT_RC(tw_advance(nest[i], 3 * T_MS), TW_OK); /* runs M17's timer */
+        tw_stats_get(nest[i], &st);
+        assert_int_equal(st.pending, 0);
+        tw_destroy(nest[i]);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -376,6 +448,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(cycle_through_destroy_does_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(nested_waits_for_the_outer_callback_are_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(stop_from_on_pending_is_edeadlk, setup, teardown),
+        cmocka_unit_test_setup_teardown(nesting_is_known_at_every_depth, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
