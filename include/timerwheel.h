@@ -40,7 +40,14 @@
  * blocks neither other callers nor the cursor. One exception, with
  * max_timers set: an arming that finds every unit taken waits for a thread
  * stopped while handing units back (inside tw_cancel, or a callback's
- * start), rather than answer a TW_EAGAIN that would be false. tw_wake_fd, tw_now,
+ * start), rather than answer a TW_EAGAIN that would be false. And one
+ * wait for the drainer: an arming or move that finds the wheel holding more
+ * than twice its compaction allowance (about twice the pending timers plus
+ * two entries a slot) plus 2^18 entries waits (yielding) until the cursor
+ * has compacted, paused or not, or with the MANUAL clock compacts itself
+ * under tw_advance's lock when it is free: producers that leave entries
+ * behind faster than anybody drains (more busy threads than cores; an
+ * event loop that does not advance) pay for them. tw_wake_fd, tw_now,
  * tw_stats_get and tw_resume take no lock either; tw_pause and
  * tw_foreach_pending take none but may wait a few instructions for another
  * thread (a runner about to start a callback; a move of the timer being
@@ -414,7 +421,9 @@ TW_API int tw_wake_fd(tw_service *s);
  * and from callbacks (tw_pause does not wait for running callbacks).
  * tw_stop works on a paused service. tw_now of a MONOTONIC service is
  * CLOCK_MONOTONIC minus the total time spent paused.
- * Also: a paused service's threads sleep (no CPU); tw_pause waits only for
+ * Also: a paused service's threads sleep (no CPU), but for the cursor's
+ * compaction of what armings and cancels leave past the wheel's
+ * back-pressure line (Progress, at the top); tw_pause waits only for
  * a runner that is between its last look at the clock and a callback's
  * start (a few instructions). A timer that was due and not started when
  * the pause began starts after tw_resume, as late on the service's clock

@@ -9,6 +9,9 @@
  * The loop:
  *   - while the service is paused (pause.c), sleep until tw_resume: the
  *     clock it reads is the service's, frozen then, so no tick is due;
+ *     but compact, while the wheel is over its allowance (armings and
+ *     cancels go on during a pause), woken for it by producers under
+ *     back-pressure (wheel.c);
  *   - when ticks are due (now >= origin + T * tick_ns for T > cur), step to
  *     T at once: a late cursor (stalled machine, long cascade, slow inline
  *     callback) catches up in one step, without sleeping (two, if an early
@@ -90,6 +93,14 @@ void tw__cursor_poke(tw_service *s, uint64_t tick)
             return;
         }
     }
+}
+
+void tw__cursor_compact_now(tw_service *s)
+{
+    /* Seq_cst: bump the futex word before the wake (see top); a paused
+     * cursor reads it before its look at the wheel (cursor_main). */
+    atomic_fetch_add_explicit(&s->wake_seq, 1, memory_order_seq_cst);
+    futex_async((int32_t *)&s->wake_seq, FUTEX_WAKE, 1, NULL, NULL, 0);
 }
 
 /* A producer asked for records to be populated ahead (records.c): wake
@@ -392,13 +403,11 @@ static void cursor_sleep(tw_service *s, uint64_t cur, uint64_t now)
     atomic_store_explicit(&s->wake_tick, AWAKE, memory_order_seq_cst);
 }
 
-/* Paused (pause.c): sleep until tw_resume or quit, with no timeout, and
+/* Paused (pause.c): sleep until tw_resume, quit or back-pressure (seq:
+ * the word as read before the look at the wheel), with no timeout, and
  * with wake_tick AWAKE, so producers do not poke. */
-static void paused_wait(tw_service *s)
+static void paused_wait(tw_service *s, int32_t seq)
 {
-    /* Seq_cst: read the word, then the state (tw_resume changes the
-     * state, then bumps the word). */
-    int32_t seq = atomic_load_explicit(&s->wake_seq, memory_order_seq_cst);
     if (!quitting(s) && tw__clock_paused(s))
         futex_async((int32_t *)&s->wake_seq, FUTEX_WAIT, seq, NULL, NULL, 0);
 }
@@ -413,7 +422,16 @@ static void *cursor_main(void *arg)
     tw__gate_bind(&s->cursor_starting, &s->wake_seq, &s->cursor_quit);
     while (!quitting(s)) {
         if (tw__clock_paused(s)) {
-            paused_wait(s);
+            /* Seq_cst: read the word, then the state (tw_resume changes
+             * the state, then bumps the word) and the wheel (a producer
+             * under back-pressure counts its entries, then bumps it). */
+            int32_t seq = atomic_load_explicit(&s->wake_seq, memory_order_seq_cst);
+            /* No tick is due, but what armings and cancels leave behind
+             * is compacted all the same (wheel.c, back-pressure). */
+            if (tw__wheel_maintain_alone(s))
+                continue;
+            (void)tw__seg_settle(s); /* what it detached: no poll comes while paused */
+            paused_wait(s, seq);
             continue;
         }
         uint64_t now = tw__clock_read(s);

@@ -106,12 +106,14 @@ enum {
                              tests/test_workers.c) */
     TW_RARE_CASCADE_YIELDED,/* ... and gave the cursor back for an earlier tick
                              half way through (wheel.c, early cascades) */
+    TW_RARE_PRESSURE,     /* a producer found the wheel far over compaction's
+                             allowance and paid for it (wheel.c, back-pressure) */
     TW_RARE_COUNT
 };
 
 /* Every thread-local of the library. Initial-exec: in the shared library
  * the default (general-dynamic) model calls __tls_get_addr on every
- * access, six calls in one cancel. They come to 193 bytes, which a library
+ * access, six calls in one cancel. They come to 121 bytes, which a library
  * loaded late (dlopen) takes from glibc's static TLS surplus;
  * scripts/test-consumer.sh checks both (at most 256 bytes). */
 #define TW_TLS _Thread_local __attribute__((tls_model("initial-exec")))
@@ -875,7 +877,9 @@ typedef struct tw_wheel {
                                     only with the outermost */
     uint64_t step_min_tick;      /* drainer: least deadline tick claimed in it */
     /* Drainer-private (the cursor thread, or the tw_advance caller). */
-    uint64_t removed;        /* positions drained or compacted, ever */
+    _Atomic uint64_t removed;/* positions drained or compacted, ever (its
+                                only writer; producers read it: wheel.c,
+                                back-pressure) */
     uint64_t compacted;      /* positions compacted, ever */
     uint64_t fixed_capacity; /* slots * slot_capacity */
     uint64_t compact_slack;  /* entries compaction allows beyond twice the
@@ -971,6 +975,9 @@ uint64_t tw__cursor_tick_start(const tw_service *s, uint64_t tick);
  * entries than twice the pending timers plus compact_slack. True if
  * it is still over after this round (call again soon). */
 bool tw__wheel_maintain(tw_service *s);
+/* The same where no step comes meanwhile (a paused cursor): the late
+ * slots too (wheel.c, back-pressure). */
+bool tw__wheel_maintain_alone(tw_service *s);
 /* Drainer (the cursor once per loop, or tw_advance), `now` a reading of
  * the service's clock: at each trim period's end, give back what a burst
  * grew and the last two periods did not need (the lists, the workers'
@@ -980,8 +987,24 @@ void tw__wheel_trim(tw_service *s, uint64_t now);
  * give its top back: the idle cursor comes back at *at (the service
  * clock), the next trim, to look again. */
 bool tw__wheel_trim_due(tw_service *s, uint64_t *at);
-/* Entries the wheel holds, from the reservation counts (drainer only). */
+/* Entries the wheel holds, from the reservation counts (exact for the
+ * drainer at rest; a hint for a producer). */
 uint64_t tw__wheel_entries_estimate(tw_service *s);
+/* Back-pressure (wheel.c): a producer that places its timers itself calls
+ * tw__pressure_count after each placement; once every TW_PRESSURE_EVERY
+ * of its thread's, tw__wheel_pressure looks at the wheel, and past its
+ * line compacts (MANUAL) or waits for the cursor to (MONOTONIC). */
+#define TW_PRESSURE_EVERY 1024u
+#define TW_PRESSURE_MIN (1u << 18) /* entries (2 MiB) past twice the allowance */
+void tw__wheel_pressure(tw_service *s);
+/* The line: twice compaction's allowance for `pending`, plus TW_PRESSURE_MIN. */
+uint64_t tw__wheel_pressure_line(tw_service *s, uint64_t pending);
+extern TW_TLS uint32_t tw__placed_here;
+static inline void tw__pressure_count(tw_service *s)
+{
+    if (__builtin_expect((++tw__placed_here & (TW_PRESSURE_EVERY - 1)) == 0, 0))
+        tw__wheel_pressure(s);
+}
 /* A tick at or before the due tick of every pending timer (UINT64_MAX:
  * none), exact as tw_next_due's contract says. Any thread, no lock. */
 uint64_t tw__wheel_next_due(tw_service *s);
@@ -1718,6 +1741,8 @@ uint64_t tw__rare_total(tw_service *s, int which);
 const char *tw__rare_name(int which); /* for reports: "late_slot" */
 /* Wake the cursor if a timer now sits earlier than its planned wake-up. */
 void tw__cursor_poke(tw_service *s, uint64_t tick);
+/* Wake the cursor, paused or not, to compact (wheel.c, back-pressure). */
+void tw__cursor_compact_now(tw_service *s);
 uint64_t tw__tick_of(const tw_service *s, uint64_t deadline_ns); /* ceil */
 uint64_t tw__tick_floor(const tw_service *s, uint64_t ns);
 uint64_t tw__tick_recip(uint64_t tick_ns);

@@ -524,6 +524,7 @@ const char *tw__rare_name(int which)
         "handed_over", "ran_away", "early_claim", "early_late", "seg_lost", "early_waited",
         "early_yielded", "stolen", "joined_stuck", "joined_pays", "moved_off",
         "spill_opened", "spill_refused", "spill_huge", "early_cascade", "cascade_yielded",
+        "pressure",
     };
     return which >= 0 && which < TW_RARE_COUNT ? name[which] : "?";
 }
@@ -812,6 +813,7 @@ static int schedule_commit(tw_service *s, tw_record *rec, uint32_t idx, uint64_t
         return TW_OK; /* the cursor places it (defer.c) */
     if (tw__place(s, entry, tick) != TW_OK)
         return take_back(s, rec, idx, st) ? TW_ENOMEM : TW_OK;
+    tw__pressure_count(s); /* placed by us: we pay for what we leave (wheel.c) */
     return TW_OK;
 }
 
@@ -1202,7 +1204,10 @@ static int move_pending(tw_service *s, tw_record *rec, uint32_t idx, uint64_t de
     /* Later: the entry it has (at or before the old tick) re-places it when
      * met. Earlier, or taken back from the run list: place it now. */
     bool place = taken_back || tick < tw__tick_of(s, old);
-    return tw__lease_publish(s, rec, idx, place, tick);
+    int rc = tw__lease_publish(s, rec, idx, place, tick);
+    if (place)
+        tw__pressure_count(s); /* as schedule_commit's */
+    return rc;
 }
 
 /* The runner's re-arm holds the lease (PENDING|LEASE|DONE). It is not a

@@ -557,7 +557,11 @@ static bool slot_k_marked(const tw_wheel *w, size_t k)
  * sum over a slot's lanes. */
 static void count_removed(tw_wheel *w, uint32_t n)
 {
-    w->removed += n;
+    /* Relaxed (both): only the drainer writes it; producers under
+     * back-pressure read it as a hint (tw__wheel_pressure). */
+    atomic_store_explicit(&w->removed,
+                          atomic_load_explicit(&w->removed, memory_order_relaxed) + n,
+                          memory_order_relaxed);
     if (n > w->cap) {
         /* Relaxed: a statistic; only the drainer writes it. */
         atomic_store_explicit(&w->overflowed,
@@ -1762,9 +1766,10 @@ static void keep_entry(tw_service *s, uint64_t v, uint64_t epoch)
 }
 
 /* Compact slot i of level l, every lane of it (they share an occupancy
- * bit), if it holds anything and is not about to drain anyway. Returns
- * the positions it took out. */
-static uint32_t compact_one(tw_service *s, uint32_t l, uint32_t i, uint64_t c)
+ * bit), if it holds anything and is not about to drain anyway (`next`:
+ * the next tick's slots too, which a MANUAL service drains only when its
+ * loop advances: back-pressure). Returns the positions it took out. */
+static uint32_t compact_one(tw_service *s, uint32_t l, uint32_t i, uint64_t c, bool next)
 {
     tw_wheel *w = &s->wheel;
     uint64_t held = 0;
@@ -1775,7 +1780,7 @@ static uint32_t compact_one(tw_service *s, uint32_t l, uint32_t i, uint64_t c)
         held |= atomic_load_explicit(&slot_at(w, l, i, lane)->word, memory_order_relaxed) &
                 TW_SLOT_COUNT_MASK;
     }
-    if (held == 0 || next_epoch_after(w, l, i, c) <= c + 1)
+    if (held == 0 || (!next && next_epoch_after(w, l, i, c) <= c + 1))
         return 0; /* empty, or the next step drains it */
     uint64_t epoch = next_epoch_after(w, l, i, c);
     uint32_t n = 0;
@@ -1797,7 +1802,9 @@ static uint32_t compact_one(tw_service *s, uint32_t l, uint32_t i, uint64_t c)
 uint64_t tw__wheel_entries_estimate(tw_service *s)
 {
     uint64_t reserved = tw__reserved_total(s);
-    return reserved > s->wheel.removed ? reserved - s->wheel.removed : 0;
+    /* Relaxed: a hint (the drainer's own word, or a producer's look). */
+    uint64_t removed = atomic_load_explicit(&s->wheel.removed, memory_order_relaxed);
+    return reserved > removed ? reserved - removed : 0;
 }
 
 /* Compact the slots producers marked as grown (grew_mark), while left
@@ -1815,7 +1822,7 @@ static uint64_t compact_grown(tw_service *s, uint64_t c)
             while (bits) {
                 uint32_t i = k * 64 + (uint32_t)__builtin_ctzll(bits);
                 bits &= bits - 1;
-                done += compact_one(s, l, i, c);
+                done += compact_one(s, l, i, c, false);
             }
         }
     }
@@ -1934,8 +1941,36 @@ static bool compacting_hook_says_more(void)
     return hook && hook();
 }
 
-/* One round of compaction: true if the wheel is still over its allowance. */
-static bool compact_round(tw_service *s)
+/* The late slots (placements that met their slot closed), which every
+ * step drains: compacted only where no step comes (back-pressure: a
+ * paused cursor, a MANUAL service's producer), as compact_one does a
+ * slot. While a paused cursor compacted the slot its producers filled,
+ * they met it closed and placed into the late slots, which grew for good
+ * (this program's first run: stress/pressure.c, paused). */
+static uint32_t compact_late(tw_service *s, uint64_t c)
+{
+    tw_wheel *w = &s->wheel;
+    uint32_t n = 0;
+    tw__vec_clear(&w->taken);
+    hands_full(w, c + 1);
+    for (int j = 0; j < LATE_SLOTS; j++) {
+        uint32_t k = tw__slot_drain_late(&w->late[j], w->cap, &w->taken, &w->segs);
+        count_removed(w, k);
+        kept_mark(w, &w->late[j], UINT32_MAX, 0);
+        n += k;
+    }
+    for (size_t j = 0; j < w->taken.n; j++)
+        keep_entry(s, w->taken.v[j], c + 1);
+    hands_empty(w, c + 1);
+    return n;
+}
+
+/* One round of compaction: true if the wheel is still over its allowance
+ * and the round took something out (a round that found nothing to take
+ * leaves the rest to the steps). `alone`: no step comes meanwhile
+ * (back-pressure), so the late slots too, and with the MANUAL clock the
+ * next tick's slots. */
+static bool compact_round(tw_service *s, bool alone)
 {
     tw_wheel *w = &s->wheel;
     uint64_t entries = tw__wheel_entries_estimate(s);
@@ -1951,6 +1986,10 @@ static bool compact_round(tw_service *s)
     uint64_t allowed = 2 * pending + w->compact_slack;
     if (entries <= allowed)
         return false;
+    uint64_t late = alone ? compact_late(s, c) : 0;
+    w->compacted += late;
+    entries -= late < entries ? late : entries;
+    bool next = alone && s->cfg.clock == TW_CLOCK_MANUAL;
     uint64_t budget = (entries - allowed) / 16;
     budget = budget < TW_COMPACT_MIN ? TW_COMPACT_MIN : budget;
     budget = budget > TW_COMPACT_MAX ? TW_COMPACT_MAX : budget;
@@ -1958,16 +1997,124 @@ static bool compact_round(tw_service *s)
     size_t total = (size_t)w->levels * w->nslots;
     for (size_t seen = 0; seen < total && done < budget; seen++) {
         size_t k = w->compact_at;
-        done += compact_one(s, (uint32_t)(k / w->nslots), (uint32_t)(k % w->nslots), c);
+        done += compact_one(s, (uint32_t)(k / w->nslots), (uint32_t)(k % w->nslots), c, next);
         w->compact_at = (k + 1) % total;
     }
     w->compacted += done;
-    return entries - done > allowed;
+    return entries > done && entries - done > allowed && done + late > 0;
 }
 
 bool tw__wheel_maintain(tw_service *s)
 {
-    return compact_round(s) || compacting_hook_says_more();
+    return compact_round(s, false) || compacting_hook_says_more();
+}
+
+bool tw__wheel_maintain_alone(tw_service *s)
+{
+    return compact_round(s, true);
+}
+
+/* ---- back-pressure (producers) --------------------------------------------- */
+
+/*
+ * Only the drainer compacts, and producers can leave entries behind faster
+ * than it takes them out: a timer cancelled or moved earlier leaves its
+ * entry in a slot, and while nobody drains or compacts, each call adds one
+ * for good. A review's programs (2026-11-30) found three ways, each with
+ * fewer than ten timers pending:
+ *   - a MANUAL service whose event loop does not call tw_advance while
+ *     nothing is due (tw_next_due said an hour), and a paused service,
+ *     whose cursor sleeps: 8 bytes an arm-and-cancel, 240 MB after 30M;
+ *   - more producer threads than cores, arming and cancelling (or moving)
+ *     as fast as they can: the cursor got 6-10% of a core, the logs and
+ *     their spills were full (defer.c: the producers placed their timers
+ *     themselves), and the wheel grew by 200 MB a second, 13 GB in 60 s,
+ *     while the one slot the cursor compacted filled faster than it
+ *     emptied it: ticks stood still for seconds.
+ * So a producer that places timers itself looks, once every
+ * TW_PRESSURE_EVERY placements of its thread (the sum over stripes is not
+ * read per call), at the wheel's entries against twice compaction's
+ * allowance plus TW_PRESSURE_MIN, and past that it pays for what it
+ * leaves behind:
+ *   - MANUAL: it compacts, as tw_advance would, if it gets the drain lock
+ *     at once (the drainer role; a tw_advance that holds it compacts);
+ *   - MONOTONIC: it wakes the cursor, paused or not (a paused cursor
+ *     compacts and sleeps again: cursor.c), and yields its CPU until the
+ *     cursor has brought the entries back under that line, or the
+ *     service stops. So producers that outrun the cursor wait for it,
+ *     the one wait besides max_timers' (timerwheel.h, Progress).
+ * Not from a callback or on_pending (tw__self: the drainer may run them,
+ * and would wait for itself), nor from inside tw_advance or tw_stop.
+ */
+TW_TLS uint32_t tw__placed_here; /* placements this thread made itself */
+
+#define TW_PRESSURE_YIELDS 64      /* yields before the waits sleep */
+#define TW_PRESSURE_NAP_NS 100000  /* a nap between looks after those */
+#define TW_PRESSURE_STILL 1000     /* looks without progress before giving up */
+
+uint64_t tw__wheel_pressure_line(tw_service *s, uint64_t pending)
+{
+    return 2 * (2 * pending + s->wheel.compact_slack) + TW_PRESSURE_MIN;
+}
+
+static bool under_pressure(tw_service *s)
+{
+    return tw__wheel_entries_estimate(s) > tw__wheel_pressure_line(s, tw__pending(s));
+}
+
+static bool service_running(tw_service *s)
+{
+    /* Seq_cst: as service.c's look at the stop (a stop ends every wait). */
+    return atomic_load_explicit(&s->stop_state, memory_order_seq_cst) == TW_RUN;
+}
+
+/* Relaxed: a hint (the drainer's count of positions taken out). */
+static uint64_t removed_now(tw_service *s)
+{
+    return atomic_load_explicit(&s->wheel.removed, memory_order_relaxed);
+}
+
+/* MANUAL: the drainer role if free (tw_advance's drain lock, never waited
+ * for), and compaction to within the allowance (rounds are bounded:
+ * compact_round). False if another thread holds the role. */
+static bool compact_as_drainer(tw_service *s)
+{
+    if (pthread_mutex_trylock(&s->drain_lock) != 0)
+        return false;
+    while (service_running(s) && compact_round(s, true))
+        ;
+    (void)tw__seg_settle(s); /* the segments it detached, as tw_advance's end */
+    pthread_mutex_unlock(&s->drain_lock);
+    return true;
+}
+
+void tw__wheel_pressure(tw_service *s)
+{
+    if (tw__self.s || tw__self.holds || !under_pressure(s))
+        return;
+    tw__count_rare(s, TW_RARE_PRESSURE);
+    bool manual = s->cfg.clock == TW_CLOCK_MANUAL;
+    uint64_t seen = removed_now(s);
+    unsigned still = 0; /* looks without progress */
+    for (unsigned n = 0; service_running(s) && under_pressure(s); n++) {
+        if (manual) {
+            if (compact_as_drainer(s))
+                continue; /* look again: others may have added meanwhile */
+        } else if (n % TW_PRESSURE_YIELDS == 0) {
+            tw__cursor_compact_now(s); /* again now and then: a wake may meet it awake */
+        }
+        uint64_t now = removed_now(s);
+        still = now == seen ? still + 1 : 0;
+        seen = now;
+        if (still > TW_PRESSURE_STILL)
+            return; /* what is left, compaction cannot take (the next tick's slot) */
+        if (n < TW_PRESSURE_YIELDS) {
+            sched_yield();
+        } else {
+            struct timespec ts = {0, TW_PRESSURE_NAP_NS};
+            nanosleep(&ts, NULL);
+        }
+    }
 }
 
 /* ---- the idle scan (the drainer only) ------------------------------------- */

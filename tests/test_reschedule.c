@@ -510,6 +510,59 @@ static void cancel_churn_stays_bounded(void **state)
     tw_destroy(s);
 }
 
+/* An event loop that never advances while nothing is due (tw_next_due
+ * says an hour): each arm-and-cancel, and each move earlier, left an entry
+ * for good, since only a drainer compacted: 8 bytes a call, 240 MB after
+ * 30M (a review's program, 2026-11-30). Now the arming thread compacts
+ * once the wheel passes the back-pressure line (wheel.c), so the entries
+ * stay under it plus what one thread places between two looks; the
+ * clock never moves, and the live timers are untouched: each runs once,
+ * at its deadline, when the loop advances at last. Planted (no
+ * back-pressure): 2M entries at the end, and the check fails. */
+static void churn_without_advancing_stays_bounded(void **state)
+{
+    (void)state;
+    tw_service *s = t_service(T_MS, 64, 4);
+    enum { LIVE = 40, CALLS = 1 << 21 };
+    t_timer live[LIVE];
+    for (size_t i = 0; i < LIVE; i++)
+        t_arm_nocheck(s, &live[i], (3600 + i) * T_S);
+    uint64_t bound = tw__wheel_pressure_line(s, LIVE) + TW_PRESSURE_EVERY + LIVE;
+    uint64_t worst = 0;
+    for (uint32_t k = 0; k < CALLS; k++) {
+        tw_timer h;
+        ASSERT_RC(tw_schedule(s, (1000 + k % 977) * T_S, t_noop, NULL, &h), TW_OK);
+        ASSERT_RC(tw_cancel(s, h), TW_OK);
+        t_timer *x = &live[k % LIVE]; /* moved earlier (placed), then back */
+        ASSERT_RC(tw_reschedule(s, x->h, (100 + k % 50) * T_S), TW_OK);
+        ASSERT_RC(tw_reschedule(s, x->h, (3600 + k % LIVE) * T_S), TW_OK);
+        x->deadline = tw_now(s) + (3600 + k % LIVE) * T_S;
+        if (k % 4096 == 0) {
+            uint64_t e = tw__wheel_entries(s);
+            worst = e > worst ? e : worst;
+            if (e > bound)
+                fail_msg("after %u calls: %" PRIu64 " entries, bound %" PRIu64, k, e, bound);
+        }
+    }
+    uint64_t e = tw__wheel_entries(s);
+    print_message("      %u arm-and-cancels and moves, no advance: at most %" PRIu64
+                  " entries (bound %" PRIu64 "), %" PRIu64 " at the end\n",
+                  (unsigned)CALLS, worst, bound, e);
+    assert_true(e <= bound);
+    tw_stats st;
+    t_stats(s, &st);
+    assert_int_equal(st.ticks, 0);
+    assert_int_equal(st.pending, LIVE);
+    assert_true(tw__rare_total(s, TW_RARE_PRESSURE) > 0);
+    CHECK(s);
+    uint64_t end = tw_now(s) + 3700 * T_S;
+    ADVANCE(s, end);
+    t_expect_due(live, LIVE, tw_now(s), T_MS);
+    for (size_t i = 0; i < LIVE; i++)
+        assert_int_equal(live[i].runs, 1);
+    tw_destroy(s);
+}
+
 /* A timer moved later while compaction keeps its entry: between the
  * compaction's read of the deadline and its second look at the state,
  * the move takes the lease and gives it back, placing nothing (a move
@@ -614,6 +667,7 @@ int main(void)
         cmocka_unit_test_setup(both_ways_far_and_near_stays_bounded, setup),
         cmocka_unit_test_setup(both_ways_many_moves_between_ticks, setup),
         cmocka_unit_test_setup(cancel_churn_stays_bounded, setup),
+        cmocka_unit_test_setup(churn_without_advancing_stays_bounded, setup),
         cmocka_unit_test_setup_teardown(move_later_while_compaction_keeps_the_entry, setup,
                                         no_keep_hook),
     };

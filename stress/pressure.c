@@ -1,0 +1,172 @@
+/*
+ * pressure: producers that leave entries in the wheel faster than anybody
+ * takes them out, as a peer can make a server do: every timer armed an
+ * hour ahead and cancelled at once, or moved earlier and later. The
+ * wheel's entries must stay under the back-pressure line (wheel.c) plus
+ * what each producer may add between its looks, whoever drains:
+ *
+ *   mode 0  MONOTONIC, more producers than cores: the cursor gets a
+ *           fraction of a core (a review's program: 13 GB in 60 s, ticks
+ *           standing still for seconds, before 2026-11-30);
+ *   mode 1  MONOTONIC, paused all along: its cursor sleeps, and must
+ *           still compact (240 MB after 30M arm-and-cancels), and never
+ *           tick;
+ *   mode 2  MANUAL, never advanced (an event loop whose tw_next_due says
+ *           an hour): the producers compact for themselves;
+ *   mode 3  MONOTONIC, timers moved earlier and later (the earlier move
+ *           places an entry, the later one leaves it).
+ *
+ * Exact accounting: every arming is cancelled with TW_OK, by its thread or
+ * at the end; nothing fires (every deadline is at least 10 s away). The
+ * main thread samples the entries (tw__wheel_entries, a walk) meanwhile.
+ * Modes 1 and 2 fail if no producer met the line (the path under test).
+ *
+ *   pressure [producers] [-] [seconds] [mode]
+ */
+#include "stress_common.h"
+
+#include "internal.h"
+
+#define MOVERS 16 /* timers each producer of mode 3 keeps and moves */
+
+static tw_service *g_s;
+static int g_mode;
+static atomic_bool g_quit;
+static _Atomic uint64_t g_armed, g_cancelled, g_fired;
+
+static void fired(tw_timer t, void *arg)
+{
+    (void)t;
+    (void)arg;
+    atomic_fetch_add(&g_fired, 1);
+}
+
+static void arm_and_cancel(void)
+{
+    tw_timer x;
+    int rc = tw_schedule(g_s, 3600 * TW_SEC, fired, NULL, &x);
+    if (rc != TW_OK) {
+        st_fail("tw_schedule: %s", tw_strerror(rc));
+        return;
+    }
+    atomic_fetch_add_explicit(&g_armed, 1, memory_order_relaxed);
+    rc = tw_cancel(g_s, x);
+    if (rc != TW_OK)
+        st_fail("tw_cancel of a pending timer: %s", tw_strerror(rc));
+    else
+        atomic_fetch_add_explicit(&g_cancelled, 1, memory_order_relaxed);
+}
+
+static void *producer(void *arg)
+{
+    st_rng r;
+    st_rng_seed(&r, (uint64_t)(uintptr_t)arg, 7);
+    tw_timer h[MOVERS];
+    if (g_mode == 3) {
+        for (int i = 0; i < MOVERS; i++) {
+            if (tw_schedule(g_s, 3600 * TW_SEC, fired, NULL, &h[i]) != TW_OK)
+                st_fail("tw_schedule of a mover");
+            atomic_fetch_add(&g_armed, 1);
+        }
+    }
+    bool earlier = true;
+    while (!atomic_load_explicit(&g_quit, memory_order_relaxed)) {
+        if (g_mode != 3) {
+            arm_and_cancel();
+            continue;
+        }
+        for (int i = 0; i < MOVERS; i++) {
+            uint64_t d = earlier ? 10 * TW_SEC + st_below(&r, TW_SEC)
+                                 : 3000 * TW_SEC + st_below(&r, 600 * TW_SEC);
+            int rc = tw_reschedule(g_s, h[i], d);
+            if (rc != TW_OK)
+                st_fail("tw_reschedule: %s", tw_strerror(rc));
+        }
+        earlier = !earlier;
+    }
+    if (g_mode == 3) {
+        for (int i = 0; i < MOVERS; i++) {
+            if (tw_cancel(g_s, h[i]) == TW_OK)
+                atomic_fetch_add(&g_cancelled, 1);
+            else
+                st_fail("tw_cancel of a mover");
+        }
+    }
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    unsigned producers = (unsigned)st_arg(argc, argv, 1, 8);
+    double seconds = st_arg_seconds(argc, argv, 3);
+    g_mode = (int)st_arg(argc, argv, 4, 0);
+    if (producers < 1 || producers > 64 || g_mode < 0 || g_mode > 3) {
+        fprintf(stderr, "pressure: 1..64 producers, mode 0..3\n");
+        return 2;
+    }
+    tw_config cfg;
+    tw_config_init(&cfg);
+    if (g_mode == 2) {
+        cfg.clock = TW_CLOCK_MANUAL;
+        cfg.workers = 0;
+    }
+    if (tw_create(&cfg, &g_s) != TW_OK) {
+        fprintf(stderr, "pressure: tw_create failed\n");
+        return 1;
+    }
+    if (g_mode == 1 && tw_pause(g_s) != TW_OK)
+        st_fail("tw_pause");
+    tw_stats st0;
+    tw_stats_get(g_s, &st0);
+
+    pthread_t t[64];
+    for (unsigned i = 0; i < producers; i++)
+        st_start(&t[i], producer, (void *)(uintptr_t)(i + 1));
+    /* The line for the most timers that can be pending, plus what each
+     * producer may place between two looks, plus what the cursor's own
+     * placements add while it compacts (it re-places live entries). */
+    uint64_t pending_max = producers * (g_mode == 3 ? MOVERS : 1);
+    uint64_t bound = tw__wheel_pressure_line(g_s, pending_max) +
+                     (uint64_t)producers * TW_PRESSURE_EVERY + pending_max;
+    uint64_t worst = 0, samples = 0;
+    uint64_t end = st_mono_ns() + (uint64_t)(seconds * 1e9);
+    while (st_mono_ns() < end) {
+        st_sleep_ns(10 * 1000 * 1000);
+        uint64_t e = tw__wheel_entries(g_s);
+        worst = e > worst ? e : worst;
+        samples++;
+        if (e > bound)
+            st_fail("%" PRIu64 " entries in the wheel, above the bound %" PRIu64, e, bound);
+    }
+    atomic_store(&g_quit, true);
+    for (unsigned i = 0; i < producers; i++)
+        pthread_join(t[i], NULL);
+
+    tw_stats st;
+    tw_stats_get(g_s, &st);
+    uint64_t met = tw__rare_total(g_s, TW_RARE_PRESSURE);
+    printf("pressure mode %d: %u producers, %" PRIu64 " armed, at most %" PRIu64
+           " entries in %" PRIu64 " samples (bound %" PRIu64 "), line met %" PRIu64
+           " times, %.1f MB\n", g_mode, producers, atomic_load(&g_armed), worst, samples,
+           bound, met, st_rss_mb());
+    if (atomic_load(&g_cancelled) != atomic_load(&g_armed))
+        st_fail("%" PRIu64 " armed, %" PRIu64 " cancelled", atomic_load(&g_armed),
+                atomic_load(&g_cancelled));
+    if (atomic_load(&g_fired) != 0 || st.fired != 0)
+        st_fail("%" PRIu64 " fired (nothing was due)", atomic_load(&g_fired));
+    if (st.pending != 0)
+        st_fail("%" PRIu64 " pending at the end", st.pending);
+    if ((g_mode == 1 || g_mode == 2) && met == 0)
+        st_fail("no producer met the line: the path was not taken");
+    if (g_mode == 1 && st.ticks != st0.ticks)
+        st_fail("the paused cursor ticked: %" PRIu64 " ticks, %" PRIu64 " before",
+                st.ticks, st0.ticks);
+    if (g_mode == 1 && tw_resume(g_s) != TW_OK)
+        st_fail("tw_resume");
+    tw_destroy(g_s);
+    if (st_failed()) {
+        fprintf(stderr, "pressure: %" PRIu64 " failures\n", st_failed());
+        return 1;
+    }
+    return 0;
+}
