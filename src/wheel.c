@@ -1,7 +1,8 @@
 /*
  * wheel.c: the hierarchical timing wheel (after Varghese and Lauck): levels,
- * where a timer is placed, the cursor's step, the idle scan, and the
- * invariant checker.
+ * where a timer is placed, the cursor's step, compaction and the producers'
+ * back-pressure on it (which keep the entries bounded by the pending
+ * timers whoever drains), the idle scan, and the invariant checker.
  *
  * Levels. Every level has S = 2^b slots (wheel_slots) and uses the same
  * lock-free slots (slots.c). Level 0's slots are one tick wide; each level
@@ -2097,12 +2098,10 @@ void tw__wheel_pressure(tw_service *s)
     uint64_t seen = removed_now(s);
     unsigned still = 0; /* looks without progress */
     for (unsigned n = 0; service_running(s) && under_pressure(s); n++) {
-        if (manual) {
-            if (compact_as_drainer(s))
-                continue; /* look again: others may have added meanwhile */
-        } else if (n % TW_PRESSURE_YIELDS == 0) {
+        if (manual)
+            (void)compact_as_drainer(s); /* else a tw_advance holds the role */
+        else if (n % TW_PRESSURE_YIELDS == 0)
             tw__cursor_compact_now(s); /* again now and then: a wake may meet it awake */
-        }
         uint64_t now = removed_now(s);
         still = now == seen ? still + 1 : 0;
         seen = now;
