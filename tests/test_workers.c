@@ -348,8 +348,9 @@ static void a_worker_joins_where_it_pays(void **state)
  * of its mask that is not busy, and leaves the mask as it found it.
  * Where there is none (every CPU of the mask busy, or the thread pinned),
  * it answers false and changes nothing. A running thread is moved only by
- * its own mask's change (or an active balance, which the few
- * microseconds between the call's return and the look here do not see). */
+ * its own mask's change, or by a balance or wake in the few microseconds
+ * between the call's return and the look here: rare, so each round has
+ * three tries. */
 static void a_watcher_moves_off_a_busy_cpu_keeping_its_mask(void **state)
 {
     (void)state;
@@ -360,14 +361,23 @@ static void a_watcher_moves_off_a_busy_cpu_keeping_its_mask(void **state)
         skip();
     }
     for (int round = 0; round < 20; round++) {
-        int here = sched_getcpu();
-        assert_true(here >= 0);
-        CPU_ZERO(&busy);
-        CPU_SET(here, &busy);
-        assert_true(tw__move_off_cpu(&busy));
-        assert_int_not_equal(sched_getcpu(), here);
-        assert_int_equal(sched_getaffinity(0, sizeof now, &now), 0);
-        assert_true(CPU_EQUAL(&now, &mask));
+        /* The look after the call may come after a balance or a wake on
+         * another CPU (valgrind runs one thread at a time and hands its
+         * lock over through sleeps: a fresh-clone CI run saw one round in
+         * twenty back on its CPU). A move that did not happen fails all
+         * three tries. */
+        bool moved = false;
+        for (int try = 0; try < 3 && !moved; try++) {
+            int here = sched_getcpu();
+            assert_true(here >= 0);
+            CPU_ZERO(&busy);
+            CPU_SET(here, &busy);
+            assert_true(tw__move_off_cpu(&busy));
+            moved = sched_getcpu() != here;
+            assert_int_equal(sched_getaffinity(0, sizeof now, &now), 0);
+            assert_true(CPU_EQUAL(&now, &mask));
+        }
+        assert_true(moved);
     }
     /* Every CPU of the mask busy: nowhere to go. */
     int here = sched_getcpu();
