@@ -1718,6 +1718,14 @@ static inline void tw__budget_give_capped(tw_service *s)
 {
     tw__budget_give_to(s, &tw__stripe(s)->budget, tw__stripe_owned, s->budget_block);
 }
+
+/* tw_stop has begun (or ended): every wait of a caller ends (service.c, the
+ * stop pairing; wheel.c, back-pressure). */
+static inline bool tw__stopping(tw_service *s)
+{
+    /* Seq_cst: the producer's half of the stop pairing (service.c, top). */
+    return atomic_load_explicit(&s->stop_state, memory_order_seq_cst) != TW_RUN;
+}
 uint64_t tw__reserved_total(tw_service *s); /* every stripe's `reserved` */
 uint64_t tw__fired_total(tw_service *s);    /* every stripe's `fired` */
 uint64_t tw__firing_left_total(tw_service *s); /* ... and `firing_left` */

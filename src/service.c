@@ -727,12 +727,6 @@ void tw_destroy(tw_service *s)
 
 /* ---- schedule ---------------------------------------------------------------- */
 
-static bool stopping(tw_service *s)
-{
-    /* Seq_cst: the producer's half of the stop pairing (see top). */
-    return atomic_load_explicit(&s->stop_state, memory_order_seq_cst) != TW_RUN;
-}
-
 /* The service's time since its origin: what deadlines are kept in. */
 static uint64_t since_origin(const tw_service *s)
 {
@@ -803,7 +797,7 @@ static bool take_back(tw_service *s, tw_record *rec, uint32_t idx, uint64_t st)
 static int schedule_commit(tw_service *s, tw_record *rec, uint32_t idx, uint64_t st,
                            uint64_t deadline)
 {
-    if (stopping(s))
+    if (tw__stopping(s))
         return take_back(s, rec, idx, st) ? TW_ESHUTDOWN : TW_OK;
     /* The record's current tag: a reschedule on the handle (already in
      * *out) may have bumped seq, then this entry is superseded at once. */
@@ -877,7 +871,7 @@ static int schedule_common(tw_service *s, uint64_t delay, uint64_t period,
 {
     if (!s || !cb)
         return TW_EINVAL;
-    if (stopping(s))
+    if (tw__stopping(s))
         return TW_ESHUTDOWN;
     uint64_t deadline;
     int rc = deadline_of(s, delay, &deadline);
@@ -896,7 +890,7 @@ int tw_schedule_at(tw_service *s, uint64_t deadline_ns, tw_callback cb, void *ar
 {
     if (!s || !cb)
         return TW_EINVAL;
-    if (stopping(s))
+    if (tw__stopping(s))
         return TW_ESHUTDOWN;
     uint64_t deadline;
     int rc = deadline_at(s, deadline_ns, &deadline);
@@ -914,7 +908,7 @@ int tw_schedule_many(tw_service *s, size_t n, const uint64_t *delays_ns, tw_call
         return TW_EINVAL;
     if (n == 0)
         return 0;
-    if (stopping(s)) {
+    if (tw__stopping(s)) {
         if (out)
             memset(out, 0, n * sizeof *out);
         return TW_ESHUTDOWN;
@@ -1379,7 +1373,7 @@ int tw_reschedule(tw_service *s, tw_timer t, uint64_t delay_ns)
 {
     if (!s)
         return TW_EINVAL;
-    if (stopping(s))
+    if (tw__stopping(s))
         return TW_ESHUTDOWN;
     uint64_t deadline;
     int rc = deadline_of(s, delay_ns, &deadline);
@@ -1390,7 +1384,7 @@ int tw_reschedule_at(tw_service *s, tw_timer t, uint64_t deadline_ns)
 {
     if (!s)
         return TW_EINVAL;
-    if (stopping(s))
+    if (tw__stopping(s))
         return TW_ESHUTDOWN;
     uint64_t deadline;
     int rc = deadline_at(s, deadline_ns, &deadline);
@@ -1405,7 +1399,7 @@ int tw_advance(tw_service *s, uint64_t now_ns)
         return TW_EINVAL;
     if (tw__in_callback_of(s) || tw__holds(s))
         return TW_EDEADLK; /* from its callback, its on_pending, inside itself */
-    if (stopping(s))
+    if (tw__stopping(s))
         return TW_ESHUTDOWN;
     /* Another thread's tw_advance of s may hold the lock, and a callback it
      * runs may wait for ours (threads.c). */
@@ -1417,7 +1411,7 @@ int tw_advance(tw_service *s, uint64_t now_ns)
     tw__wait_end(&outer);
     int rc = TW_OK;
     /* Relaxed: the drain lock orders the advancing threads. */
-    if (stopping(s))
+    if (tw__stopping(s))
         rc = TW_ESHUTDOWN;
     else if (now_ns < atomic_load_explicit(&s->manual_now, memory_order_relaxed) ||
              now_ns > TW_CLOCK_MAX_NS)

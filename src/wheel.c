@@ -1768,8 +1768,9 @@ static void keep_entry(tw_service *s, uint64_t v, uint64_t epoch)
 
 /* Compact slot i of level l, every lane of it (they share an occupancy
  * bit), if it holds anything and is not about to drain anyway (`next`:
- * the next tick's slots too, which a MANUAL service drains only when its
- * loop advances: back-pressure). Returns the positions it took out. */
+ * the next tick's slots too, which no step drains while the cursor is
+ * paused or a MANUAL service's loop does not advance: back-pressure).
+ * Returns the positions it took out. */
 static uint32_t compact_one(tw_service *s, uint32_t l, uint32_t i, uint64_t c, bool next)
 {
     tw_wheel *w = &s->wheel;
@@ -1969,8 +1970,13 @@ static uint32_t compact_late(tw_service *s, uint64_t c)
 /* One round of compaction: true if the wheel is still over its allowance
  * and the round took something out (a round that found nothing to take
  * leaves the rest to the steps). `alone`: no step comes meanwhile
- * (back-pressure), so the late slots too, and with the MANUAL clock the
- * next tick's slots. */
+ * (back-pressure: a paused cursor, a MANUAL service's producer), so the
+ * late slots too, and the next tick's slots. A paused cursor that skipped
+ * those (before 2026-11-30) left every timer armed and cancelled within
+ * the frozen clock's next tick in the wheel: each 1024 such calls past the
+ * line waited 0.1 s for a compaction that took none of them, then added
+ * their entries for good (tests/test_pause.c,
+ * paused_churn_due_next_tick_stays_bounded). */
 static bool compact_round(tw_service *s, bool alone)
 {
     tw_wheel *w = &s->wheel;
@@ -1990,7 +1996,7 @@ static bool compact_round(tw_service *s, bool alone)
     uint64_t late = alone ? compact_late(s, c) : 0;
     w->compacted += late;
     entries -= late < entries ? late : entries;
-    bool next = alone && s->cfg.clock == TW_CLOCK_MANUAL;
+    bool next = alone;
     uint64_t budget = (entries - allowed) / 16;
     budget = budget < TW_COMPACT_MIN ? TW_COMPACT_MIN : budget;
     budget = budget > TW_COMPACT_MAX ? TW_COMPACT_MAX : budget;
@@ -2037,8 +2043,9 @@ bool tw__wheel_maintain_alone(tw_service *s)
  * read per call), at the wheel's entries against twice compaction's
  * allowance plus TW_PRESSURE_MIN, and past that it pays for what it
  * leaves behind:
- *   - MANUAL: it compacts, as tw_advance would, if it gets the drain lock
- *     at once (the drainer role; a tw_advance that holds it compacts);
+ *   - MANUAL: it compacts, as tw_advance would, whenever it gets the
+ *     drain lock (the drainer role, tried, never waited for: a tw_advance
+ *     that holds it compacts), and yields between its looks as below;
  *   - MONOTONIC: it wakes the cursor, paused or not (a paused cursor
  *     compacts and sleeps again: cursor.c), and yields its CPU until the
  *     cursor has brought the entries back under that line, or the
@@ -2063,12 +2070,6 @@ static bool under_pressure(tw_service *s)
     return tw__wheel_entries_estimate(s) > tw__wheel_pressure_line(s, tw__pending(s));
 }
 
-static bool service_running(tw_service *s)
-{
-    /* Seq_cst: as service.c's look at the stop (a stop ends every wait). */
-    return atomic_load_explicit(&s->stop_state, memory_order_seq_cst) == TW_RUN;
-}
-
 /* Relaxed: a hint (the drainer's count of positions taken out). */
 static uint64_t removed_now(tw_service *s)
 {
@@ -2082,7 +2083,7 @@ static bool compact_as_drainer(tw_service *s)
 {
     if (pthread_mutex_trylock(&s->drain_lock) != 0)
         return false;
-    while (service_running(s) && compact_round(s, true))
+    while (!tw__stopping(s) && compact_round(s, true))
         ;
     (void)tw__seg_settle(s); /* the segments it detached, as tw_advance's end */
     pthread_mutex_unlock(&s->drain_lock);
@@ -2097,7 +2098,7 @@ void tw__wheel_pressure(tw_service *s)
     bool manual = s->cfg.clock == TW_CLOCK_MANUAL;
     uint64_t seen = removed_now(s);
     unsigned still = 0; /* looks without progress */
-    for (unsigned n = 0; service_running(s) && under_pressure(s); n++) {
+    for (unsigned n = 0; !tw__stopping(s) && under_pressure(s); n++) {
         if (manual)
             (void)compact_as_drainer(s); /* else a tw_advance holds the role */
         else if (n % TW_PRESSURE_YIELDS == 0)
@@ -2106,7 +2107,8 @@ void tw__wheel_pressure(tw_service *s)
         still = now == seen ? still + 1 : 0;
         seen = now;
         if (still > TW_PRESSURE_STILL)
-            return; /* what is left, compaction cannot take (the next tick's slot) */
+            return; /* what is left, compaction cannot take (a running cursor
+                       leaves the next tick's slot to its step) */
         if (n < TW_PRESSURE_YIELDS) {
             sched_yield();
         } else {

@@ -14,10 +14,18 @@
  *   mode 2  MANUAL, never advanced (an event loop whose tw_next_due says
  *           an hour): the producers compact for themselves;
  *   mode 3  MONOTONIC, timers moved earlier and later (the earlier move
- *           places an entry, the later one leaves it).
+ *           places an entry, the later one leaves it);
+ *   mode 4  as mode 1, the timers due at once or within two ticks: they
+ *           go to the next tick's slot, which no step drains while paused,
+ *           so the paused cursor compacts it while producers fill it
+ *           (before, each 1024 placements waited 0.1 s for a compaction
+ *           that could not take them, and the wheel grew);
+ *   mode 5  as mode 2, the timers due within two ticks of the frozen
+ *           clock (a producer compacts the slot the others fill).
  *
  * Exact accounting: every arming is cancelled with TW_OK, by its thread or
- * at the end; nothing fires (every deadline is at least 10 s away). The
+ * at the end; nothing fires (modes 0 to 3: every deadline is at least 10 s
+ * away; modes 4 and 5: the clock stands still). The
  * main thread samples the entries (tw__wheel_entries, a walk) meanwhile.
  * Modes 1 and 2 fail if no producer met the line (the path under test).
  *
@@ -31,6 +39,8 @@
 
 static tw_service *g_s;
 static int g_mode;
+static bool g_paused, g_manual, g_near; /* from the mode */
+static uint64_t g_near_at, g_near_spread; /* modes 4, 5: delays g_near_at - [0, spread) */
 static atomic_bool g_quit;
 static _Atomic uint64_t g_armed, g_cancelled, g_fired;
 
@@ -41,10 +51,11 @@ static void fired(tw_timer t, void *arg)
     atomic_fetch_add(&g_fired, 1);
 }
 
-static void arm_and_cancel(void)
+static void arm_and_cancel(st_rng *r)
 {
     tw_timer x;
-    int rc = tw_schedule(g_s, 3600 * TW_SEC, fired, NULL, &x);
+    uint64_t delay = g_near ? g_near_at - st_below(r, g_near_spread) : 3600 * TW_SEC;
+    int rc = tw_schedule(g_s, delay, fired, NULL, &x);
     if (rc != TW_OK) {
         st_fail("tw_schedule: %s", tw_strerror(rc));
         return;
@@ -55,6 +66,48 @@ static void arm_and_cancel(void)
         st_fail("tw_cancel of a pending timer: %s", tw_strerror(rc));
     else
         atomic_fetch_add_explicit(&g_cancelled, 1, memory_order_relaxed);
+}
+
+static atomic_int g_stepped;
+
+static void stepped(tw_timer t, void *arg)
+{
+    (void)t;
+    (void)arg;
+    atomic_store(&g_stepped, 1);
+}
+
+/* Modes 4 and 5: stop the clock (MONOTONIC: pause it) within the tick of
+ * the cursor's last step, and aim every timer at the next tick's slot:
+ * due in the half tick before that tick's start. MONOTONIC: a timer due
+ * at once makes the cursor step to now first (its tick is 100 ms, so the
+ * pause comes in that tick). False if the pause came too late 20 times. */
+static bool aim_at_the_next_tick(void)
+{
+    uint64_t tick = g_s->cfg.tick_ns;
+    for (int attempt = 0; attempt < 20; attempt++) {
+        if (g_paused) {
+            atomic_store(&g_stepped, 0);
+            if (tw_schedule(g_s, 0, stepped, NULL, NULL) != TW_OK)
+                return false;
+            while (!atomic_load(&g_stepped))
+                st_sleep_ns(TW_MS);
+            if (tw_pause(g_s) != TW_OK)
+                return false;
+        }
+        uint64_t frozen = tw__clock_read(g_s) - g_s->origin;
+        /* Relaxed: a look at the cursor's word; it sleeps (or, MANUAL,
+         * nobody advances). */
+        uint64_t c = atomic_load_explicit(&g_s->wheel.cur, memory_order_relaxed);
+        if ((c + 1) * tick > frozen) {
+            g_near_at = (c + 1) * tick - frozen;
+            g_near_spread = g_near_at < tick / 2 ? g_near_at : tick / 2;
+            return true;
+        }
+        if (g_paused && tw_resume(g_s) != TW_OK)
+            return false;
+    }
+    return false;
 }
 
 static void *producer(void *arg)
@@ -72,7 +125,7 @@ static void *producer(void *arg)
     bool earlier = true;
     while (!atomic_load_explicit(&g_quit, memory_order_relaxed)) {
         if (g_mode != 3) {
-            arm_and_cancel();
+            arm_and_cancel(&r);
             continue;
         }
         for (int i = 0; i < MOVERS; i++) {
@@ -100,21 +153,28 @@ int main(int argc, char **argv)
     unsigned producers = (unsigned)st_arg(argc, argv, 1, 8);
     double seconds = st_arg_seconds(argc, argv, 3);
     g_mode = (int)st_arg(argc, argv, 4, 0);
-    if (producers < 1 || producers > 64 || g_mode < 0 || g_mode > 3) {
-        fprintf(stderr, "pressure: 1..64 producers, mode 0..3\n");
+    if (producers < 1 || producers > 64 || g_mode < 0 || g_mode > 5) {
+        fprintf(stderr, "pressure: 1..64 producers, mode 0..5\n");
         return 2;
     }
+    g_paused = g_mode == 1 || g_mode == 4;
+    g_manual = g_mode == 2 || g_mode == 5;
+    g_near = g_mode >= 4;
     tw_config cfg;
     tw_config_init(&cfg);
-    if (g_mode == 2) {
+    if (g_manual) {
         cfg.clock = TW_CLOCK_MANUAL;
         cfg.workers = 0;
     }
+    if (g_near)
+        cfg.tick_ns = 100 * TW_MS; /* a pause within the tick of a step */
     if (tw_create(&cfg, &g_s) != TW_OK) {
         fprintf(stderr, "pressure: tw_create failed\n");
         return 1;
     }
-    if (g_mode == 1 && tw_pause(g_s) != TW_OK)
+    if (g_near && !aim_at_the_next_tick())
+        st_fail("twenty pauses came a tick after the cursor's step");
+    else if (g_paused && !g_near && tw_pause(g_s) != TW_OK)
         st_fail("tw_pause");
     tw_stats st0;
     tw_stats_get(g_s, &st0);
@@ -152,16 +212,16 @@ int main(int argc, char **argv)
     if (atomic_load(&g_cancelled) != atomic_load(&g_armed))
         st_fail("%" PRIu64 " armed, %" PRIu64 " cancelled", atomic_load(&g_armed),
                 atomic_load(&g_cancelled));
-    if (atomic_load(&g_fired) != 0 || st.fired != 0)
+    if (atomic_load(&g_fired) != 0 || st.fired != st0.fired)
         st_fail("%" PRIu64 " fired (nothing was due)", atomic_load(&g_fired));
     if (st.pending != 0)
         st_fail("%" PRIu64 " pending at the end", st.pending);
-    if ((g_mode == 1 || g_mode == 2) && met == 0)
+    if ((g_paused || g_manual) && met == 0)
         st_fail("no producer met the line: the path was not taken");
-    if (g_mode == 1 && st.ticks != st0.ticks)
+    if (g_paused && st.ticks != st0.ticks)
         st_fail("the paused cursor ticked: %" PRIu64 " ticks, %" PRIu64 " before",
                 st.ticks, st0.ticks);
-    if (g_mode == 1 && tw_resume(g_s) != TW_OK)
+    if (g_paused && tw_resume(g_s) != TW_OK)
         st_fail("tw_resume");
     tw_destroy(g_s);
     if (st_failed()) {
