@@ -7,9 +7,10 @@
  *     origin (its creation), so tick k begins at origin + k * tick_ns of
  *     service time.
  *   - MANUAL: an atomic the caller sets with tw_advance; starts at 0.
- *   - Sleeps are absolute (clock_nanosleep with TIMER_ABSTIME): a cursor
- *     that sleeps to tick boundaries never accumulates drift, and when it
- *     wakes late it simply finds several ticks due.
+ *   - The cursor's sleeps to a tick are absolute (tw__clock_service_to_mono,
+ *     a FUTEX_WAIT_BITSET timeout on CLOCK_MONOTONIC: cursor.c, tick_wait):
+ *     a cursor that sleeps to tick boundaries never accumulates drift, and
+ *     when it wakes late it simply finds several ticks due.
  *
  * A deadline is stored as ns since the origin; its tick is the first tick
  * boundary at or after it (ceil), so a timer never runs before its
@@ -17,7 +18,6 @@
  */
 #include "internal.h"
 
-#include <errno.h>
 #include <time.h>
 #if defined(__x86_64__)
 #include <x86intrin.h>
@@ -331,25 +331,18 @@ bool tw__clock_resume(tw_service *s)
     }
 }
 
-void tw__clock_sleep_until(uint64_t mono_ns)
-{
-    struct timespec ts = {.tv_sec = (time_t)(mono_ns / 1000000000ull),
-                          .tv_nsec = (long)(mono_ns % 1000000000ull)};
-    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
-    }
-}
-
-void tw__clock_sleep_until_service(const tw_service *s, uint64_t t)
+bool tw__clock_service_to_mono(const tw_service *s, uint64_t t, uint64_t *mono)
 {
     if (s->cfg.clock != TW_CLOCK_MONOTONIC) {
-        tw__clock_sleep_until(t);
-        return;
+        *mono = t;
+        return true;
     }
     /* Acquire: as in tw__clock_read. */
     uint64_t st = atomic_load_explicit(&((tw_service *)s)->clock_state, memory_order_acquire);
     if (st & TW_CLOCK_FROZEN || t > UINT64_MAX - st)
-        return;
-    tw__clock_sleep_until(t + st); /* a resume meanwhile only wakes us early */
+        return false;
+    *mono = t + st; /* a resume meanwhile only makes it early */
+    return true;
 }
 
 /* Division by tick_ns is on every placement; a 64-bit divide costs tens

@@ -22,8 +22,11 @@
  *     it (wheel.c), go on with it;
  *   - when caught up, start on a burst whose lead has come (the producers'
  *     marks: start_burst), busy, idle or compacting;
- *   - when caught up and the next tick has work, sleep to that tick's
- *     absolute boundary (clock_nanosleep, TIMER_ABSTIME): no drift;
+ *   - when caught up and the next tick has work (or compaction more to
+ *     do), sleep to that tick's absolute boundary (tick_wait: a futex
+ *     wait with an absolute timeout, no drift), or until a wake (tw_stop,
+ *     back-pressure, a log half full); past the back-pressure line, do
+ *     not sleep between compaction rounds;
  *   - when the next work is further away (occupancy bitmaps), publish the
  *     planned wake-up tick and sleep on a futex until then: an idle service
  *     wakes only when something is due, or when a producer arms a timer
@@ -175,6 +178,29 @@ static bool quitting(tw_service *s)
 {
     /* Acquire: pairs with tw__cursor_quit's release store. */
     return atomic_load_explicit(&s->cursor_quit, memory_order_acquire);
+}
+
+#ifndef FUTEX_WAIT_BITSET
+#define FUTEX_WAIT_BITSET 9 /* linux/futex.h: its absolute timeout is CLOCK_MONOTONIC */
+#endif
+#define TW_FUTEX_BITSET_ANY (-1) /* FUTEX_BITSET_MATCH_ANY as the int32_t val3 */
+
+/* Sleep until the start of tick `w`, the next one (a timer due then, or
+ * compaction going on), or until the futex word moves from `seq`: a
+ * back-pressure wake, a log half full, tw_stop. An absolute timeout, as
+ * clock_nanosleep's that this replaces: no drift from a preemption before
+ * the call. That sleep heard no wake: with a tick of 1 s, producers past
+ * the back-pressure line waited for the next tick's compaction, and
+ * tw_stop took up to a tick (987 ms; a review's program, 2026-11-30). */
+static void tick_wait(tw_service *s, int32_t seq, uint64_t w)
+{
+    uint64_t mono;
+    if (!tw__clock_service_to_mono(s, tick_start(s, w), &mono))
+        return; /* paused: the loop looks again */
+    struct timespec at = {.tv_sec = (time_t)(mono / 1000000000ull),
+                          .tv_nsec = (long)(mono % 1000000000ull)};
+    futex_async((int32_t *)&s->wake_seq, FUTEX_WAIT_BITSET, seq, &at, NULL,
+                TW_FUTEX_BITSET_ANY);
 }
 
 /* Sleep until tick `w` or a poke, whichever comes first. */
@@ -354,14 +380,14 @@ static void cursor_sleep(tw_service *s, uint64_t cur, uint64_t now)
     else if (start_burst(s, cur, &w))
         return; /* the loop plans again */
     if (w <= cur + 1) {
-        tw__clock_sleep_until_service(s, tick_start(s, cur + 1));
+        tick_wait(s, seq, cur + 1);
         return;
     }
     /* The logs after the wheel's plan, so that timers logged for a large
      * slot's tick do not put off its early claim until too late. */
     w = plan_for_logs(s, w);
     if (w <= cur + 1) {
-        tw__clock_sleep_until_service(s, tick_start(s, cur + 1));
+        tick_wait(s, seq, cur + 1);
         return;
     }
     if (tw__seg_poll(s)) {
@@ -467,13 +493,17 @@ static void *cursor_main(void *arg)
         if (tw__wheel_cascade_resume(s))
             continue;
         /* Caught up: compaction's turn (wheel.c). While it has more to do,
-         * sleep one tick, not until the next occupied slot. */
+         * sleep one tick, not until the next occupied slot; past the
+         * back-pressure line, where producers wait for it, not at all.
+         * Seq_cst: the word read before the look, as in cursor_sleep: a
+         * wake after it ends the sleep. */
+        int32_t seq = atomic_load_explicit(&s->wake_seq, memory_order_seq_cst);
         if (tw__wheel_maintain(s)) {
             /* A burst still starts on time: steady cancel churn keeps
              * compaction going, tick after tick (a review, 2026-11-29). */
             uint64_t w = cur + 1;
-            if (!start_burst(s, cur, &w))
-                tw__clock_sleep_until_service(s, tick_start(s, cur + 1));
+            if (!start_burst(s, cur, &w) && !tw__wheel_pressed(s))
+                tick_wait(s, seq, cur + 1);
         } else {
             cursor_sleep(s, cur, now);
         }

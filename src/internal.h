@@ -978,6 +978,9 @@ bool tw__wheel_maintain(tw_service *s);
 /* The same where no step comes meanwhile (a paused cursor): the late
  * slots too (wheel.c, back-pressure). */
 bool tw__wheel_maintain_alone(tw_service *s);
+/* The wheel's entries are past the back-pressure line: producers wait
+ * (wheel.c), so the drainer compacts on without sleeping. */
+bool tw__wheel_pressed(tw_service *s);
 /* Drainer (the cursor once per loop, or tw_advance), `now` a reading of
  * the service's clock: at each trim period's end, give back what a burst
  * grew and the last two periods did not need (the lists, the workers'
@@ -1045,10 +1048,9 @@ bool tw__late_clock_on(void);
  * none. Tests call it directly. */
 bool tw__move_off_cpu(const cpu_set_t *busy);
 extern uint64_t (*_Atomic tw__late_mult_hook)(uint64_t mult);
-void     tw__clock_sleep_until(uint64_t mono_ns);  /* absolute, CLOCK_MONOTONIC */
-/* Sleep until service time t (absolute, so no drift); returns at once if
- * the clock is paused (the caller looks at the state again). */
-void     tw__clock_sleep_until_service(const tw_service *s, uint64_t t);
+/* Service time t as CLOCK_MONOTONIC (the cursor's absolute sleeps);
+ * false while the clock is paused (the caller looks at the state again). */
+bool     tw__clock_service_to_mono(const tw_service *s, uint64_t t, uint64_t *mono);
 bool     tw__clock_paused(const tw_service *s);
 bool     tw__clock_pause(tw_service *s);   /* true if it froze the clock */
 bool     tw__clock_resume(tw_service *s);  /* true if it restarted it */

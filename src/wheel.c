@@ -1971,7 +1971,11 @@ static uint32_t compact_late(tw_service *s, uint64_t c)
  * and the round took something out (a round that found nothing to take
  * leaves the rest to the steps). `alone`: no step comes meanwhile
  * (back-pressure: a paused cursor, a MANUAL service's producer), so the
- * late slots too, and the next tick's slots. A paused cursor that skipped
+ * late slots too, and the next tick's slots. So too past the
+ * back-pressure line, where producers wait: the next step may be a long
+ * tick away (a review's program, 2026-11-30: with a tick of 1 s, timers
+ * armed and cancelled due at the next tick ran at 0.56M calls a second
+ * with the cursor running, each 1024 past the line waiting 0.16 s). A paused cursor that skipped
  * those (before 2026-11-30) left every timer armed and cancelled within
  * the frozen clock's next tick in the wheel: each 1024 such calls past the
  * line waited 0.1 s for a compaction that took none of them, then added
@@ -1993,10 +1997,11 @@ static bool compact_round(tw_service *s, bool alone)
     uint64_t allowed = 2 * pending + w->compact_slack;
     if (entries <= allowed)
         return false;
-    uint64_t late = alone ? compact_late(s, c) : 0;
+    bool all = alone || entries > tw__wheel_pressure_line(s, pending);
+    uint64_t late = all ? compact_late(s, c) : 0;
     w->compacted += late;
     entries -= late < entries ? late : entries;
-    bool next = alone;
+    bool next = all;
     uint64_t budget = (entries - allowed) / 16;
     budget = budget < TW_COMPACT_MIN ? TW_COMPACT_MIN : budget;
     budget = budget > TW_COMPACT_MAX ? TW_COMPACT_MAX : budget;
@@ -2065,7 +2070,7 @@ uint64_t tw__wheel_pressure_line(tw_service *s, uint64_t pending)
     return 2 * (2 * pending + s->wheel.compact_slack) + TW_PRESSURE_MIN;
 }
 
-static bool under_pressure(tw_service *s)
+bool tw__wheel_pressed(tw_service *s)
 {
     return tw__wheel_entries_estimate(s) > tw__wheel_pressure_line(s, tw__pending(s));
 }
@@ -2092,13 +2097,13 @@ static bool compact_as_drainer(tw_service *s)
 
 void tw__wheel_pressure(tw_service *s)
 {
-    if (tw__self.s || tw__self.holds || !under_pressure(s))
+    if (tw__self.s || tw__self.holds || !tw__wheel_pressed(s))
         return;
     tw__count_rare(s, TW_RARE_PRESSURE);
     bool manual = s->cfg.clock == TW_CLOCK_MANUAL;
     uint64_t seen = removed_now(s);
     unsigned still = 0; /* looks without progress */
-    for (unsigned n = 0; !tw__stopping(s) && under_pressure(s); n++) {
+    for (unsigned n = 0; !tw__stopping(s) && tw__wheel_pressed(s); n++) {
         if (manual)
             (void)compact_as_drainer(s); /* else a tw_advance holds the role */
         else if (n % TW_PRESSURE_YIELDS == 0)

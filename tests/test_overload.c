@@ -691,6 +691,75 @@ static void stop_under_full_load(void **state)
         free(p[k].v);
 }
 
+/* ---- a long tick: the cursor's sleeps hear their wakes --------------------- */
+
+/* With a tick of a second, the cursor that has a timer due at the next
+ * tick sleeps to that tick's start, and tw_stop wakes it there: it does
+ * not wait the tick out. Before (2026-11-30) that sleep was a
+ * clock_nanosleep, deaf to every wake: tw_stop took 987 ms in a review's
+ * program. Here the timer is due 990 ms after the creation, the stop comes
+ * 10 ms after it: the old sleep held the stop about 980 ms; asserted is
+ * half a tick, far above what a stop of a service with one timer takes.
+ * workers = 0: no lookahead (the cursor steps at the tick itself). */
+static void bump(tw_timer t, void *arg)
+{
+    (void)t;
+    atomic_fetch_add((atomic_int *)arg, 1);
+}
+
+static void stop_wakes_a_cursor_asleep_to_the_next_tick(void **state)
+{
+    (void)state;
+    tw_service *s = t_monotonic(0, T_S);
+    atomic_int fired = 0;
+    ASSERT_RC(tw_schedule(s, 990 * T_MS, bump, &fired, NULL), TW_OK);
+    t_sleep_ns(10 * T_MS);
+    uint64_t t0 = t_mono_ns();
+    ASSERT_RC(tw_stop(s, NULL), TW_OK);
+    uint64_t took = t_mono_ns() - t0;
+    print_message("      tw_stop took %.1f ms, the tick 1000 ms\n", took / 1e6);
+    if (took >= 500 * T_MS)
+        fail_msg("tw_stop waited %" PRIu64 " ms: the cursor slept the tick out",
+                 (uint64_t)(took / T_MS));
+    assert_int_equal(atomic_load(&fired), 0); /* dropped by the stop */
+    tw_destroy(s);
+}
+
+/* Producers past the back-pressure line, with the cursor running and a
+ * tick of a second: timers armed and cancelled due at the next tick lie
+ * in the slot the next step drains, a second away, and in the late slots.
+ * Past the line the cursor compacts those too, and does not sleep between
+ * rounds. Before (2026-11-30): 0.56M calls a second, each 1024 calls past
+ * the line waiting 0.16 s, and their entries left for good. Planted (no
+ * compaction of those slots while running): the entries pass the bound. */
+static void long_tick_churn_due_next_tick_stays_bounded(void **state)
+{
+    (void)state;
+    tw_service *s = t_monotonic(2, T_S);
+    uint64_t bound = tw__wheel_pressure_line(s, 0) + TW_PRESSURE_EVERY;
+    uint64_t calls = bound + 64 * TW_PRESSURE_EVERY, worst = 0;
+    for (uint64_t k = 0; k < calls; k++) {
+        tw_timer h;
+        ASSERT_RC(tw_schedule(s, 0, t_noop, NULL, &h), TW_OK);
+        ASSERT_RC(tw_cancel(s, h), TW_OK);
+        if (k % 4096 == 0 || k + 1 == calls) {
+            uint64_t e = tw__wheel_entries(s);
+            worst = e > worst ? e : worst;
+            if (e > bound)
+                fail_msg("after %" PRIu64 " calls: %" PRIu64 " entries, bound %" PRIu64, k,
+                         e, bound);
+        }
+    }
+    print_message("      %" PRIu64 " arm-and-cancels due at once, tick 1 s: at most %" PRIu64
+                  " entries (bound %" PRIu64 ")\n", calls, worst, bound);
+    assert_true(tw__rare_total(s, TW_RARE_PRESSURE) > 0);
+    tw_stats st;
+    tw_stats_get(s, &st);
+    assert_int_equal(st.fired, 0);
+    assert_int_equal(st.pending, 0);
+    tw_destroy(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -703,6 +772,8 @@ int main(void)
         cmocka_unit_test_setup(max_timers_units_of_worker_runs_come_back, setup),
         cmocka_unit_test_setup(saturated_worker, setup),
         cmocka_unit_test_setup(stop_under_full_load, setup),
+        cmocka_unit_test_setup(stop_wakes_a_cursor_asleep_to_the_next_tick, setup),
+        cmocka_unit_test_setup(long_tick_churn_due_next_tick_stays_bounded, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
