@@ -1234,7 +1234,7 @@ bool tw__pool_above_keep(tw_service *s); /* more batches made than kept */
  * stealers (workers.c, runs), which TSan must then report. */
 extern bool tw__runs_plant_no_wait;
 /* Wait until timer h is not running (spin, then sleep). */
-void tw__wait_not_running(tw_service *s, tw_record *rec, uint32_t gen);
+void tw__wait_not_running(tw_service *s, tw_record *rec, uint32_t idx, uint32_t gen);
 /* Periodic: compute and arm the next run after the run that was due at
  * `deadline` (owner only). */
 void tw__rearm(tw_service *s, tw_record *rec, uint32_t idx, uint64_t state,
@@ -1432,6 +1432,7 @@ typedef struct tw_stripe {
 } TW_ALIGNED tw_stripe;
 
 enum { TW_RUN = 0, TW_STOPPING = 1, TW_STOPPED = 2 };
+#define TW_SYNC_SHOWN 8 /* cancel_sync waiters whose record a run end can match */
 
 struct tw_service {
     tw_config cfg;
@@ -1475,9 +1476,13 @@ struct tw_service {
     _Atomic uint64_t known_due;      /* the loop's last tw_next_due answer; 0:
                                         none yet */
 
-    /* cancel_sync waiters: runners wake them after a run ends. */
+    /* cancel_sync waiters: runners wake them after a run of a timer they
+     * wait for ends (workers.c, waiting for a run to end). */
     _Atomic uint32_t sync_waiters TW_ALIGNED;
-    _Atomic int32_t run_seq;   /* futex word: bumped after a run ends */
+    _Atomic int32_t run_seq;   /* futex word: bumped after such a run ends */
+    _Atomic uint32_t sync_unshown; /* waiters with no entry below: any run wakes */
+    _Atomic uint32_t sync_waited[TW_SYNC_SHOWN]; /* record index + 1 a waiter
+                                                    waits for; 0: free */
 
     tw_stripe stripe[TW_STRIPES];
 

@@ -1142,7 +1142,7 @@ int tw_cancel_sync(tw_service *s, tw_timer t)
     if (rc != TW_OK)
         return rc;
     rc = cancel_record(s, rec, t);
-    tw__wait_not_running(s, rec, tw__handle_gen(t));
+    tw__wait_not_running(s, rec, tw__handle_idx(t), tw__handle_gen(t));
     tw__wait_end(&outer);
     return rc;
 }
@@ -1545,7 +1545,7 @@ static int drop_record(tw_service *s, uint32_t idx, tw_callback on_pending, bool
     if (kind == TW_ST_RUNNING && !(leased && (st & TW_F_DONE))) {
         if (!wait)
             return DROP_RUNNING;
-        tw__wait_not_running(s, rec, tw__gen(st));
+        tw__wait_not_running(s, rec, idx, tw__gen(st));
         return DROP_AGAIN; /* look again: it may have been re-armed */
     }
     if (kind == TW_ST_RUNNING && (st & TW_F_CANCELREQ))

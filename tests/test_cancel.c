@@ -1,6 +1,8 @@
 /* test_cancel.c: tw_cancel / tw_cancel_sync; exactly once, stale handles. */
 #include "tw_test.h"
 
+#include <pthread.h>
+
 static int setup(void **state)
 {
     (void)state;
@@ -491,6 +493,111 @@ static void cancel_null_service_is_einval(void **state)
     tw_destroy(s);
 }
 
+/* ---- cancel_sync waiters and other runs -------------------------------------- */
+
+static atomic_int g_blocker_in, g_blocker_go;
+
+static void blocker(tw_timer t, void *arg)
+{
+    (void)t;
+    (void)arg;
+    atomic_store(&g_blocker_in, 1);
+    while (!atomic_load(&g_blocker_go))
+        t_sleep_ns(100 * T_US);
+}
+
+static void ran_once(tw_timer t, void *arg)
+{
+    (void)t;
+    atomic_fetch_add((atomic_int *)arg, 1);
+}
+
+typedef struct sync_waiter {
+    tw_service *s;
+    tw_timer h;
+    pthread_t th;
+    atomic_int rc, back;
+} sync_waiter;
+
+static void *wait_sync(void *arg)
+{
+    sync_waiter *w = arg;
+    atomic_store(&w->rc, tw_cancel_sync(w->s, w->h));
+    atomic_store(&w->back, 1);
+    return NULL;
+}
+
+/* A tw_cancel_sync waits for its timer's run alone: the ends of other
+ * runs do not wake it. Before (2026-11-30) every run's end woke every
+ * waiter while any waited (a FUTEX_WAKE a run): a burst of a million
+ * beside one waiter ran 8 times slower. Here `waiters` threads wait for
+ * one blocked callback (more than TW_SYNC_SHOWN: some are counted as
+ * unshown, and every run wakes those, so the count below is asserted
+ * only where all are shown); 2000 other timers run on the other worker
+ * meanwhile. The wake word must not move for them; the blocked run's end
+ * wakes every waiter, TW_OK each (it ran: the cancel found it running). */
+static void sync_waiters_wait_for_their_run(unsigned waiters)
+{
+    enum { OTHERS = 2000 };
+    atomic_store(&g_blocker_in, 0);
+    atomic_store(&g_blocker_go, 0);
+    tw_service *s = t_monotonic(2, T_MS);
+    tw_timer h;
+    ASSERT_RC(tw_schedule(s, 0, blocker, NULL, &h), TW_OK);
+    uint64_t end = t_mono_ns() + 10 * T_S;
+    while (!atomic_load(&g_blocker_in) && t_mono_ns() < end)
+        t_sleep_ns(100 * T_US);
+    assert_true(atomic_load(&g_blocker_in));
+    sync_waiter w[2 * TW_SYNC_SHOWN];
+    assert_true(waiters <= 2 * TW_SYNC_SHOWN);
+    for (unsigned i = 0; i < waiters; i++) {
+        w[i].s = s;
+        w[i].h = h;
+        atomic_store(&w[i].back, 0);
+        assert_int_equal(pthread_create(&w[i].th, NULL, wait_sync, &w[i]), 0);
+    }
+    /* Seq_cst: as the library's own looks; every waiter in. */
+    while (atomic_load(&s->sync_waiters) < waiters && t_mono_ns() < end)
+        t_sleep_ns(100 * T_US);
+    assert_int_equal(atomic_load(&s->sync_waiters), waiters);
+    int32_t seq0 = atomic_load(&s->run_seq);
+    atomic_int others = 0;
+    for (int i = 0; i < OTHERS; i++)
+        ASSERT_RC(tw_schedule(s, 0, ran_once, &others, NULL), TW_OK);
+    while (atomic_load(&others) < OTHERS && t_mono_ns() < end)
+        t_sleep_ns(T_MS);
+    assert_int_equal(atomic_load(&others), OTHERS);
+    int32_t moved = atomic_load(&s->run_seq) - seq0;
+    print_message("      %u waiters: the wake word moved %d times for %d other runs\n", waiters,
+                  (int)moved, OTHERS);
+    if (waiters <= TW_SYNC_SHOWN)
+        assert_int_equal(moved, 0);
+    for (unsigned i = 0; i < waiters; i++)
+        assert_int_equal(atomic_load(&w[i].back), 0); /* still waiting */
+    atomic_store(&g_blocker_go, 1);
+    for (unsigned i = 0; i < waiters; i++) {
+        assert_int_equal(pthread_join(w[i].th, NULL), 0);
+        ASSERT_RC(atomic_load(&w[i].rc), TW_ENOENT); /* it ran: nothing to cancel */
+    }
+    assert_int_equal(atomic_load(&s->sync_waiters), 0);
+    assert_int_equal(atomic_load(&s->sync_unshown), 0);
+    for (int i = 0; i < TW_SYNC_SHOWN; i++)
+        assert_int_equal(atomic_load(&s->sync_waited[i]), 0);
+    tw_destroy(s);
+}
+
+static void one_sync_waiter_is_not_woken_by_other_runs(void **state)
+{
+    (void)state;
+    sync_waiters_wait_for_their_run(1);
+}
+
+static void sync_waiters_beyond_the_shown_all_wake(void **state)
+{
+    (void)state;
+    sync_waiters_wait_for_their_run(TW_SYNC_SHOWN + 3);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -511,6 +618,8 @@ int main(void)
         cmocka_unit_test_setup(cancelled_record_is_reused_with_new_handle, setup),
         cmocka_unit_test_setup(cancel_in_overflowed_slot, setup),
         cmocka_unit_test_setup(cancel_null_service_is_einval, setup),
+        cmocka_unit_test_setup(one_sync_waiter_is_not_woken_by_other_runs, setup),
+        cmocka_unit_test_setup(sync_waiters_beyond_the_shown_all_wake, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
