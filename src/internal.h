@@ -995,19 +995,14 @@ bool tw__wheel_trim_due(tw_service *s, uint64_t *at);
 uint64_t tw__wheel_entries_estimate(tw_service *s);
 /* Back-pressure (wheel.c): a producer that places its timers itself calls
  * tw__pressure_count after each placement; once every TW_PRESSURE_EVERY
- * of its thread's, tw__wheel_pressure looks at the wheel, and past its
+ * of its stripe's, tw__wheel_pressure looks at the wheel, and past its
  * line compacts (MANUAL) or waits for the cursor to (MONOTONIC). */
 #define TW_PRESSURE_EVERY 1024u
 #define TW_PRESSURE_MIN (1u << 18) /* entries (2 MiB) past twice the allowance */
 void tw__wheel_pressure(tw_service *s);
 /* The line: twice compaction's allowance for `pending`, plus TW_PRESSURE_MIN. */
 uint64_t tw__wheel_pressure_line(tw_service *s, uint64_t pending);
-extern TW_TLS uint32_t tw__placed_here;
-static inline void tw__pressure_count(tw_service *s)
-{
-    if (__builtin_expect((++tw__placed_here & (TW_PRESSURE_EVERY - 1)) == 0, 0))
-        tw__wheel_pressure(s);
-}
+static inline void tw__pressure_count(tw_service *s); /* below tw__stripe */
 /* A tick at or before the due tick of every pending timer (UINT64_MAX:
  * none), exact as tw_next_due's contract says. Any thread, no lock. */
 uint64_t tw__wheel_next_due(tw_service *s);
@@ -1418,6 +1413,8 @@ typedef struct tw_stripe {
                                   this are running, pending with no due time
                                   (tw_next_due) */
     _Atomic uint64_t reserved; /* slot positions reserved (wheel.c, compaction) */
+    _Atomic uint64_t placed;   /* timers its threads placed themselves: when
+                                  to look at back-pressure (tw__pressure_count) */
     _Atomic uint64_t firing_left; /* claimed timers that left FIRING other than by
                                   their run: cancelled, taken back, dropped
                                   (wheel.c, the next due time) */
@@ -1654,6 +1651,26 @@ static inline void tw__count_add(_Atomic uint64_t *c, uint64_t n)
     tw__count_add_owned(c, n, tw__stripe_owned);
 }
 #define TW_COUNT(s, field, n) tw__count_add(&tw__stripe(s)->field, (n))
+
+/* Counted on the stripe, not the thread: a thread that places fewer than
+ * TW_PRESSURE_EVERY timers and exits never looked, and threads that came
+ * and went grew the wheel for good (a review's program, 2026-11-30: 1.7 GB
+ * in 15 s, nothing pending, a paused or unadvanced MANUAL service). */
+static inline void tw__pressure_count(tw_service *s)
+{
+    _Atomic uint64_t *c = &tw__stripe(s)->placed;
+    uint64_t n;
+    /* Relaxed: a count of when to look; an owned stripe has one writer
+     * (load + store), a shared one an RMW, so each multiple is met once. */
+    if (tw__stripe_owned) {
+        n = atomic_load_explicit(c, memory_order_relaxed) + 1;
+        atomic_store_explicit(c, n, memory_order_relaxed);
+    } else {
+        n = atomic_fetch_add_explicit(c, 1, memory_order_relaxed) + 1;
+    }
+    if (__builtin_expect((n & (TW_PRESSURE_EVERY - 1)) == 0, 0))
+        tw__wheel_pressure(s);
+}
 void tw__count_rare(tw_service *s, int which);
 /* The sum of one counter over every stripe (relaxed: statistics, exact at
  * rest); `off` is the counter's offset in tw_stripe. */

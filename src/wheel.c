@@ -2044,10 +2044,10 @@ bool tw__wheel_maintain_alone(tw_service *s)
  *     while the one slot the cursor compacted filled faster than it
  *     emptied it: ticks stood still for seconds.
  * So a producer that places timers itself looks, once every
- * TW_PRESSURE_EVERY placements of its thread (the sum over stripes is not
- * read per call), at the wheel's entries against twice compaction's
- * allowance plus TW_PRESSURE_MIN, and past that it pays for what it
- * leaves behind:
+ * TW_PRESSURE_EVERY placements made on its stripe (the sum over stripes
+ * is not read per call; a stripe outlives the threads that come and go),
+ * at the wheel's entries against twice compaction's allowance plus
+ * TW_PRESSURE_MIN, and past that it pays for what it leaves behind:
  *   - MANUAL: it compacts, as tw_advance would, whenever it gets the
  *     drain lock (the drainer role, tried, never waited for: a tw_advance
  *     that holds it compacts), and yields between its looks as below;
@@ -2059,8 +2059,6 @@ bool tw__wheel_maintain_alone(tw_service *s)
  * Not from a callback or on_pending (tw__self: the drainer may run them,
  * and would wait for itself), nor from inside tw_advance or tw_stop.
  */
-TW_TLS uint32_t tw__placed_here; /* placements this thread made itself */
-
 #define TW_PRESSURE_YIELDS 64      /* yields before the waits sleep */
 #define TW_PRESSURE_NAP_NS 100000  /* a nap between looks after those */
 #define TW_PRESSURE_STILL 1000     /* looks without progress before giving up */

@@ -1,6 +1,8 @@
 /* test_reschedule.c: moving pending timers earlier and later. */
 #include "tw_test.h"
 
+#include <pthread.h>
+
 static int setup(void **state)
 {
     (void)state;
@@ -563,6 +565,59 @@ static void churn_without_advancing_stays_bounded(void **state)
     tw_destroy(s);
 }
 
+/* The same with threads that come and go, each placing fewer timers than
+ * the TW_PRESSURE_EVERY between two looks: counted per thread, the count
+ * died with each thread, nobody ever looked, and the wheel grew for good
+ * (a review's program, 2026-11-30: 1.7 GB in 15 s, nothing pending). It
+ * is counted per stripe now, which outlives them: the entries stay under
+ * the line plus what each stripe may place between two looks. Planted
+ * (the count per thread): the bound fails. */
+typedef struct brief {
+    tw_service *s;
+    uint32_t calls;
+} brief;
+
+static void *brief_thread(void *arg)
+{
+    brief *b = arg;
+    for (uint32_t k = 0; k < b->calls; k++) {
+        tw_timer h;
+        int rc = tw_schedule(b->s, (1000 + k % 977) * T_S, t_noop, NULL, &h);
+        CB_EXPECT(rc == TW_OK, "tw_schedule: %d", rc);
+        rc = rc == TW_OK ? tw_cancel(b->s, h) : TW_OK;
+        CB_EXPECT(rc == TW_OK, "tw_cancel: %d", rc);
+    }
+    return NULL;
+}
+
+static void churn_by_brief_threads_stays_bounded(void **state)
+{
+    (void)state;
+    tw_service *s = t_service(T_MS, 64, 4);
+    uint64_t bound = tw__wheel_pressure_line(s, 0) + (uint64_t)TW_STRIPES * TW_PRESSURE_EVERY;
+    brief b = {.s = s, .calls = TW_PRESSURE_EVERY - 24};
+    uint64_t threads = 2 * bound / b.calls, worst = 0;
+    for (uint64_t i = 0; i < threads; i++) {
+        pthread_t t;
+        assert_int_equal(pthread_create(&t, NULL, brief_thread, &b), 0);
+        assert_int_equal(pthread_join(t, NULL), 0);
+        uint64_t e = tw__wheel_entries(s);
+        worst = e > worst ? e : worst;
+        if (e > bound)
+            fail_msg("after %" PRIu64 " threads of %u arm-and-cancels: %" PRIu64
+                     " entries, bound %" PRIu64, i + 1, b.calls, e, bound);
+    }
+    CB_ASSERT_CLEAN(); /* the threads ran one at a time */
+    print_message("      %" PRIu64 " threads of %u arm-and-cancels, no advance: at most %" PRIu64
+                  " entries (bound %" PRIu64 ")\n", threads, b.calls, worst, bound);
+    assert_true(tw__rare_total(s, TW_RARE_PRESSURE) > 0);
+    tw_stats st;
+    t_stats(s, &st);
+    assert_int_equal(st.ticks, 0);
+    assert_int_equal(st.pending, 0);
+    tw_destroy(s);
+}
+
 /* A timer moved later while compaction keeps its entry: between the
  * compaction's read of the deadline and its second look at the state,
  * the move takes the lease and gives it back, placing nothing (a move
@@ -668,6 +723,7 @@ int main(void)
         cmocka_unit_test_setup(both_ways_many_moves_between_ticks, setup),
         cmocka_unit_test_setup(cancel_churn_stays_bounded, setup),
         cmocka_unit_test_setup(churn_without_advancing_stays_bounded, setup),
+        cmocka_unit_test_setup(churn_by_brief_threads_stays_bounded, setup),
         cmocka_unit_test_setup_teardown(move_later_while_compaction_keeps_the_entry, setup,
                                         no_keep_hook),
     };
