@@ -108,6 +108,8 @@ enum {
                              half way through (wheel.c, early cascades) */
     TW_RARE_PRESSURE,     /* a producer found the wheel far over compaction's
                              allowance and paid for it (wheel.c, back-pressure) */
+    TW_RARE_PRESSURE_LEFT,/* ... and stopped waiting, compaction taking nothing out
+                             for TW_PRESSURE_STILL looks (wheel.c, back-pressure) */
     TW_RARE_COUNT
 };
 

@@ -2109,9 +2109,14 @@ void tw__wheel_pressure(tw_service *s)
         uint64_t now = removed_now(s);
         still = now == seen ? still + 1 : 0;
         seen = now;
-        if (still > TW_PRESSURE_STILL)
-            return; /* what is left, compaction cannot take (a running cursor
-                       leaves the next tick's slot to its step) */
+        if (still > TW_PRESSURE_STILL) {
+            /* Compaction took nothing out for that long: the drainer is
+             * busy elsewhere (a callback inside tw_advance, which may be
+             * waiting for us), or one slot's compaction outlasts the
+             * looks (ThreadSanitizer). */
+            tw__count_rare(s, TW_RARE_PRESSURE_LEFT);
+            return;
+        }
         if (n < TW_PRESSURE_YIELDS) {
             sched_yield();
         } else {
