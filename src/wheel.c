@@ -2056,8 +2056,8 @@ bool tw__wheel_maintain_alone(tw_service *s)
  *     cursor has brought the entries back under that line, or the
  *     service stops. So producers that outrun the cursor wait for it,
  *     the one wait besides max_timers' (timerwheel.h, Progress).
- * Not from a callback or on_pending (tw__self: the drainer may run them,
- * and would wait for itself), nor from inside tw_advance or tw_stop.
+ * Not from the drainer itself (drains_here): inside tw_advance or tw_stop,
+ * or a callback the cursor runs.
  */
 #define TW_PRESSURE_YIELDS 64      /* yields before the waits sleep */
 #define TW_PRESSURE_NAP_NS 100000  /* a nap between looks after those */
@@ -2093,9 +2093,22 @@ static bool compact_as_drainer(tw_service *s)
     return true;
 }
 
+/* Whether s's drainer is this thread, which would wait for itself: inside
+ * s's tw_advance or tw_stop (on_pending too), or running a callback of s
+ * as anything but a pool worker (the cursor runs them with workers = 0,
+ * or when it had no batch). A pool worker's callback waits as any
+ * producer: before (2026-11-30) every callback was let off, and one that
+ * armed and cancelled in a loop grew the wheel by 100 MB a second (a
+ * review's program). A wait that makes a cycle with the drainer (its
+ * callback waiting for ours) ends by the looks without progress. */
+static bool drains_here(tw_service *s)
+{
+    return tw__holds(s) || (tw__in_callback_of(s) && tw__worker_mine == NULL);
+}
+
 void tw__wheel_pressure(tw_service *s)
 {
-    if (tw__self.s || tw__self.holds || !tw__wheel_pressed(s))
+    if (!tw__wheel_pressed(s) || drains_here(s))
         return;
     tw__count_rare(s, TW_RARE_PRESSURE);
     bool manual = s->cfg.clock == TW_CLOCK_MANUAL;
