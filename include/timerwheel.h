@@ -47,7 +47,11 @@
  * has compacted, paused or not, or with the MANUAL clock compacts itself
  * under tw_advance's lock when it is free: producers that leave entries
  * behind faster than anybody drains (more busy threads than cores; an
- * event loop that does not advance) pay for them. tw_wake_fd, tw_now,
+ * event loop that does not advance) pay for them, callbacks on the pool's
+ * workers too. Not the drainer itself: a callback inside tw_advance, or
+ * one the cursor runs (workers = 0), is let off; what it leaves stays
+ * until it returns (README, Limits). A wait that makes no progress for
+ * about 0.1 s goes on without it. tw_wake_fd, tw_now,
  * tw_stats_get and tw_resume take no lock either; tw_pause and
  * tw_foreach_pending take none but may wait a few instructions for another
  * thread (a runner about to start a callback; a move of the timer being
