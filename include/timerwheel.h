@@ -51,7 +51,8 @@
  * workers too. Not the drainer itself: a callback inside tw_advance, or
  * one the cursor runs (workers = 0), is let off; what it leaves stays
  * until it returns (README, Limits). A wait that makes no progress for
- * about 0.1 s goes on without it. tw_wake_fd, tw_now,
+ * about 0.1 s goes on without it, and no arming waits again until the
+ * drainer has taken something out. tw_wake_fd, tw_now,
  * tw_stats_get and tw_resume take no lock either; tw_pause and
  * tw_foreach_pending take none but may wait a few instructions for another
  * thread (a runner about to start a callback; a move of the timer being

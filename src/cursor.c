@@ -25,7 +25,7 @@
  *   - when caught up and the next tick has work (or compaction more to
  *     do), sleep to that tick's absolute boundary (tick_wait: a futex
  *     wait with an absolute timeout, no drift), or until a wake (tw_stop,
- *     back-pressure, a log half full); past the back-pressure line, do
+ *     tw_resume, back-pressure); past the back-pressure line, do
  *     not sleep between compaction rounds;
  *   - when the next work is further away (occupancy bitmaps), publish the
  *     planned wake-up tick and sleep on a futex until then: an idle service
@@ -186,8 +186,9 @@ static bool quitting(tw_service *s)
 #define TW_FUTEX_BITSET_ANY (-1) /* FUTEX_BITSET_MATCH_ANY as the int32_t val3 */
 
 /* Sleep until the start of tick `w`, the next one (a timer due then, or
- * compaction going on), or until the futex word moves from `seq`: a
- * back-pressure wake, a log half full, tw_stop. An absolute timeout, as
+ * compaction going on), or until the futex word moves from `seq` (read
+ * before the caller's looks): a back-pressure wake, tw_resume, tw_stop
+ * (pokes do not come while wake_tick is AWAKE). An absolute timeout, as
  * clock_nanosleep's that this replaces: no drift from a preemption before
  * the call. That sleep heard no wake: with a tick of 1 s, producers past
  * the back-pressure line waited for the next tick's compaction, and
@@ -195,8 +196,11 @@ static bool quitting(tw_service *s)
 static void tick_wait(tw_service *s, int32_t seq, uint64_t w)
 {
     uint64_t mono;
-    if (!tw__clock_service_to_mono(s, tick_start(s, w), &mono))
-        return; /* paused: the loop looks again */
+    /* The quit after our read of seq: a stop whose wake came between the
+     * loop's look and that read changed nothing we wait on (a review's
+     * program, a hook there: tw_stop 970 ms with a 1 s tick). */
+    if (quitting(s) || !tw__clock_service_to_mono(s, tick_start(s, w), &mono))
+        return; /* quitting, or paused: the loop looks again */
     struct timespec at = {.tv_sec = (time_t)(mono / 1000000000ull),
                           .tv_nsec = (long)(mono % 1000000000ull)};
     futex_async((int32_t *)&s->wake_seq, FUTEX_WAIT_BITSET, seq, &at, NULL,

@@ -2100,15 +2100,29 @@ static bool compact_as_drainer(tw_service *s)
  * producer: before (2026-11-30) every callback was let off, and one that
  * armed and cancelled in a loop grew the wheel by 100 MB a second (a
  * review's program). A wait that makes a cycle with the drainer (its
- * callback waiting for ours) ends by the looks without progress. */
+ * callback waiting for ours) ends by the looks without progress, and no
+ * other begins until the drainer takes something out (drainer_held). */
 static bool drains_here(tw_service *s)
 {
     return tw__holds(s) || (tw__in_callback_of(s) && tw__worker_mine == NULL);
 }
 
+/* A wait was given up, and the drainer has taken nothing out since: it is
+ * held elsewhere, maybe in a cycle with us. A wait given up lasted only
+ * until the next TW_PRESSURE_EVERY placements, and the next one waited
+ * its 0.1 s again: a pool worker's callback arming on a service whose
+ * cursor ran a callback in tw_cancel_sync for it took 11 s for 800
+ * thousand arm-and-cancels, where it took 0.04 s (a review's program,
+ * 2026-11-30). Relaxed: a hint; a wait more or less is all it decides. */
+static bool drainer_held(tw_service *s)
+{
+    uint64_t at = atomic_load_explicit(&s->wheel.pressure_left_at, memory_order_relaxed);
+    return at != 0 && at - 1 == removed_now(s);
+}
+
 void tw__wheel_pressure(tw_service *s)
 {
-    if (!tw__wheel_pressed(s) || drains_here(s))
+    if (!tw__wheel_pressed(s) || drains_here(s) || drainer_held(s))
         return;
     tw__count_rare(s, TW_RARE_PRESSURE);
     bool manual = s->cfg.clock == TW_CLOCK_MANUAL;
@@ -2128,6 +2142,8 @@ void tw__wheel_pressure(tw_service *s)
              * waiting for us), or one slot's compaction outlasts the
              * looks (ThreadSanitizer). */
             tw__count_rare(s, TW_RARE_PRESSURE_LEFT);
+            /* Relaxed: as in drainer_held. */
+            atomic_store_explicit(&s->wheel.pressure_left_at, now + 1, memory_order_relaxed);
             return;
         }
         if (n < TW_PRESSURE_YIELDS) {

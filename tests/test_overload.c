@@ -831,6 +831,120 @@ static void worker_callback_churn_stays_bounded(void **state)
     tw_destroy(s);
 }
 
+/* A stop whose wake comes between the cursor's look at quit and its read
+ * of the futex word it then sleeps on (the plan hook stands in for a
+ * preemption there, 100 ms): the sleep to the next tick looks at quit
+ * after that read, and the stop does not wait the tick out. Before
+ * (2026-11-30) tw_stop took 970 ms of a 1 s tick (a review's program);
+ * asserted is half a tick, as above. */
+static atomic_int g_plan_armed, g_plan_in;
+
+static void plan_held_once(tw_service *s)
+{
+    (void)s;
+    if (atomic_exchange(&g_plan_armed, 0)) {
+        atomic_store(&g_plan_in, 1);
+        t_sleep_ns(100 * T_MS);
+    }
+}
+
+static void stop_while_the_cursor_plans_wakes_it(void **state)
+{
+    (void)state;
+    for (unsigned workers = 0; workers <= 2; workers += 2) {
+        atomic_store(&g_plan_in, 0);
+        tw_service *s = t_monotonic(workers, T_S);
+        t_sleep_ns(20 * T_MS);
+        atomic_store(&tw__cursor_plan_hook, plan_held_once);
+        atomic_store(&g_plan_armed, 1);
+        atomic_int fired = 0;
+        /* Due in the next tick: the cursor's plan is a sleep to it. */
+        ASSERT_RC(tw_schedule(s, 500 * T_MS, bump, &fired, NULL), TW_OK);
+        uint64_t end = t_mono_ns() + 10 * T_S;
+        while (!atomic_load(&g_plan_in) && t_mono_ns() < end)
+            t_sleep_ns(100 * T_US);
+        assert_true(atomic_load(&g_plan_in));
+        t_sleep_ns(10 * T_MS); /* inside the hook, past its look at quit */
+        uint64_t t0 = t_mono_ns();
+        ASSERT_RC(tw_stop(s, NULL), TW_OK);
+        uint64_t took = t_mono_ns() - t0;
+        atomic_store(&tw__cursor_plan_hook, NULL);
+        print_message("      workers %u: tw_stop took %.1f ms, the tick 1000 ms\n", workers,
+                      took / 1e6);
+        if (took >= 500 * T_MS)
+            fail_msg("tw_stop waited %" PRIu64 " ms: the cursor slept the tick out",
+                     (uint64_t)(took / T_MS));
+        tw_destroy(s);
+    }
+}
+
+/* A pool worker's callback of A arms and cancels timers of B in a loop,
+ * while B's cursor (workers = 0) runs a callback that waits in
+ * tw_cancel_sync for it: B's drainer is held by our own wait, and B's
+ * wheel passes its back-pressure line. The first wait gives up after its
+ * looks without progress; no other begins until B's drainer takes
+ * something out. Before (2026-11-30) each TW_PRESSURE_EVERY placements
+ * waited 0.1 s again: 800 thousand took 11 s, where they take 0.04 s
+ * (a review's program). Planted (a wait after every give-up): about one
+ * give-up per TW_PRESSURE_EVERY placements past the line. */
+static tw_service *g_xa, *g_xb;
+static tw_timer g_xa_h;
+static atomic_int g_xb_in, g_xa_done, g_xb_rc;
+static uint64_t g_x_calls;
+
+static void xa_churns_on_b(tw_timer t, void *arg)
+{
+    (void)t;
+    (void)arg;
+    uint64_t end = t_mono_ns() + 10 * T_S;
+    while (!atomic_load(&g_xb_in) && t_mono_ns() < end)
+        t_sleep_ns(100 * T_US);
+    for (uint64_t k = 0; k < g_x_calls; k++) {
+        tw_timer h;
+        int rc = tw_schedule(g_xb, 3600 * T_S, t_noop, NULL, &h);
+        CB_EXPECT(rc == TW_OK, "tw_schedule on B: %d", rc);
+        rc = rc == TW_OK ? tw_cancel(g_xb, h) : TW_OK;
+        CB_EXPECT(rc == TW_OK, "tw_cancel on B: %d", rc);
+    }
+    atomic_store(&g_xa_done, 1);
+}
+
+static void xb_waits_for_a(tw_timer t, void *arg)
+{
+    (void)t;
+    (void)arg;
+    atomic_store(&g_xb_in, 1);
+    atomic_store(&g_xb_rc, tw_cancel_sync(g_xa, g_xa_h));
+}
+
+static void pressure_wait_in_a_cycle_is_given_up_once(void **state)
+{
+    (void)state;
+    atomic_store(&g_xb_in, 0);
+    atomic_store(&g_xa_done, 0);
+    g_xa = t_monotonic(2, T_MS);
+    g_xb = t_monotonic(0, T_MS);
+    /* Past what A's log for B and its spill take first (B's cursor drains
+     * neither), then past B's line. */
+    g_x_calls = 4 * tw__wheel_pressure_line(g_xb, 0) + 64 * TW_PRESSURE_EVERY;
+    ASSERT_RC(tw_schedule(g_xa, 0, xa_churns_on_b, NULL, &g_xa_h), TW_OK);
+    ASSERT_RC(tw_schedule(g_xb, 0, xb_waits_for_a, NULL, NULL), TW_OK);
+    uint64_t t0 = t_mono_ns(), end = t0 + 120 * T_S;
+    while (!atomic_load(&g_xa_done) && t_mono_ns() < end)
+        t_sleep_ns(T_MS);
+    assert_true(atomic_load(&g_xa_done));
+    ASSERT_RC(tw_stop(g_xb, NULL), TW_OK); /* its callback's wait is over */
+    CB_ASSERT_CLEAN();
+    ASSERT_RC(atomic_load(&g_xb_rc), TW_ENOENT); /* it ran: nothing to cancel */
+    uint64_t left = tw__rare_total(g_xb, TW_RARE_PRESSURE_LEFT);
+    print_message("      %" PRIu64 " arm-and-cancels on B, its cursor held: %.2f s, "
+                  "%" PRIu64 " wait(s) given up\n", g_x_calls, (t_mono_ns() - t0) / 1e9, left);
+    assert_true(tw__rare_total(g_xb, TW_RARE_PRESSURE) >= 1);
+    assert_true(left >= 1 && left <= 2);
+    tw_destroy(g_xa);
+    tw_destroy(g_xb);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -846,6 +960,8 @@ int main(void)
         cmocka_unit_test_setup(stop_wakes_a_cursor_asleep_to_the_next_tick, setup),
         cmocka_unit_test_setup(long_tick_churn_due_next_tick_stays_bounded, setup),
         cmocka_unit_test_setup(worker_callback_churn_stays_bounded, setup),
+        cmocka_unit_test_setup(stop_while_the_cursor_plans_wakes_it, setup),
+        cmocka_unit_test_setup(pressure_wait_in_a_cycle_is_given_up_once, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
