@@ -831,6 +831,8 @@ typedef struct tw_wheel {
     tw_slot *slot;           /* lanes * levels * nslots */
     _Atomic uint64_t *occ;   /* occupancy: levels * occ_words bits */
     _Atomic uint64_t *grew;  /* slots that grew a new segment (compaction) */
+    uint64_t *barren;        /* drainer-private: slots whose last compaction
+                                took nothing out (wheel.c, compact_one) */
     _Atomic uint64_t *big;   /* slots whose reservations in one lane reached
                                 big_at this round: bursts (wheel.c, bursts) */
     uint32_t big_at;         /* a power of two <= TW_EARLY_MIN / lanes (bursts) */

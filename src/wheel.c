@@ -208,10 +208,12 @@ int tw__wheel_init(tw_wheel *w, uint32_t nslots, uint32_t cap)
     w->slot = mem == MAP_FAILED ? NULL : mem;
     w->occ = calloc((size_t)w->levels * w->occ_words, sizeof *w->occ);
     w->grew = calloc((size_t)w->levels * w->occ_words, sizeof *w->grew);
+    w->barren = calloc((size_t)w->levels * w->occ_words, sizeof *w->barren);
     w->big = calloc((size_t)w->levels * w->occ_words, sizeof *w->big);
     w->strays = calloc((size_t)w->levels * w->occ_words + 1, sizeof *w->strays);
     w->counts = malloc(TW_ORDER_SPAN * sizeof *w->counts);
-    if (!w->slot || !w->occ || !w->grew || !w->big || !w->strays || !w->counts) {
+    if (!w->slot || !w->occ || !w->grew || !w->barren || !w->big || !w->strays ||
+        !w->counts) {
         tw__wheel_fini(w);
         return TW_ENOMEM;
     }
@@ -247,6 +249,7 @@ void tw__wheel_fini(tw_wheel *w)
         munmap(w->slot, slot_bytes(w));
     free((void *)w->occ);
     free((void *)w->grew);
+    free(w->barren);
     free((void *)w->big);
     free((void *)w->strays);
     tw__vec_free(&w->taken);
@@ -260,6 +263,7 @@ void tw__wheel_fini(tw_wheel *w)
     w->slot = NULL;
     w->occ = NULL;
     w->grew = NULL;
+    w->barren = NULL;
     w->big = NULL;
     w->strays = NULL;
 }
@@ -433,8 +437,12 @@ static void aim_at(const tw_wheel *w, uint64_t k, uint64_t c, aim *a)
     a->i = (uint32_t)((a->e >> sh) & (w->nslots - 1));
 }
 
+/* `growth`: a reservation that reaches a new segment marks its slot as
+ * grown (grew_mark); compaction's own placements of the live entries it
+ * took out do so only after a compaction that took something out
+ * (compact_one). */
 static int place_once(tw_service *s, tw_seg_guard *g, uint64_t value, uint64_t k,
-                      uint64_t *due)
+                      uint64_t *due, bool growth)
 {
     tw_wheel *w = &s->wheel;
     /* Acquire: pairs with the step's release store of cur. */
@@ -464,7 +472,7 @@ static int place_once(tw_service *s, tw_seg_guard *g, uint64_t value, uint64_t k
     occupancy_mark(w, l, i); /* reserved: the drain must come, published or not */
     if (pos + 1 >= w->big_at && ((pos + 1) & pos) == 0)
         big_mark(s, l, i); /* big_at, 2 big_at, 4 big_at ... reservations in our lane */
-    if (pos >= w->cap + TW_GROW_AT && tw__slot_segment_start(w->cap, pos))
+    if (growth && pos >= w->cap + TW_GROW_AT && tw__slot_segment_start(w->cap, pos))
         grew_mark(w, l, i);
     if (rc == TW_SLOT_RAN_AWAY) {
         tw__count_rare(s, TW_RARE_RAN_AWAY);
@@ -478,14 +486,14 @@ static int place_once(tw_service *s, tw_seg_guard *g, uint64_t value, uint64_t k
     return TW_OK;
 }
 
-int tw__place(tw_service *s, uint64_t entry, uint64_t tick)
+static int place_entry(tw_service *s, uint64_t entry, uint64_t tick, bool growth)
 {
     /* Entered by the first reservation past a fixed array, left once the
      * timer is placed (segments.c): the retries in between stay inside. */
     tw_seg_guard g = TW_SEG_GUARD(s);
     for (;;) {
         uint64_t due;
-        int rc = place_once(s, &g, entry, tick, &due);
+        int rc = place_once(s, &g, entry, tick, &due, growth);
         if (rc <= 0) {
             tw__seg_done(&g);
             if (rc == TW_OK && s->cfg.clock == TW_CLOCK_MANUAL)
@@ -497,12 +505,22 @@ int tw__place(tw_service *s, uint64_t entry, uint64_t tick)
 
 /* Internal placements (cascade, re-arm, reschedule) cannot hand an error
  * to anybody without losing a timer; out of memory there is fatal. */
-static void place_or_die(tw_service *s, uint64_t entry, uint64_t tick)
+int tw__place(tw_service *s, uint64_t entry, uint64_t tick)
 {
-    if (tw__place(s, entry, tick) != TW_OK) {
+    return place_entry(s, entry, tick, true);
+}
+
+static void place_entry_or_die(tw_service *s, uint64_t entry, uint64_t tick, bool growth)
+{
+    if (place_entry(s, entry, tick, growth) != TW_OK) {
         fputs("timerwheel: out of memory placing a timer\n", stderr);
         abort();
     }
+}
+
+static void place_or_die(tw_service *s, uint64_t entry, uint64_t tick)
+{
+    place_entry_or_die(s, entry, tick, true);
 }
 
 void tw__place_internal(tw_service *s, uint64_t entry, uint64_t tick)
@@ -522,6 +540,7 @@ static void occupancy_clear(tw_wheel *w, uint32_t l, uint32_t i)
     size_t k = (size_t)l * w->occ_words + i / 64;
     atomic_fetch_and_explicit(&w->occ[k], ~(1ull << (i % 64)), memory_order_relaxed);
     atomic_fetch_and_explicit(&w->big[k], ~(1ull << (i % 64)), memory_order_relaxed);
+    w->barren[k] &= ~(1ull << (i % 64)); /* a new round (compact_one) */
 }
 
 /* Whether slot i of level l (any lane) may hold entries: its occupancy
@@ -1738,8 +1757,10 @@ static void keep_entry_hook(uint32_t idx)
 
 /* A live entry taken out of a slot collecting for `epoch` by compaction:
  * place it again where its deadline says (most go back to the same slot),
- * or, while a reschedule holds the lease, back at `epoch`, tag and all. */
-static void keep_entry(tw_service *s, uint64_t v, uint64_t epoch)
+ * or, while a reschedule holds the lease, back at `epoch`, tag and all.
+ * `growth`: the placement may mark its slot as grown (place_once). False
+ * if the entry was stale (dropped). */
+static bool keep_entry(tw_service *s, uint64_t v, uint64_t epoch, bool growth)
 {
     uint32_t idx = (uint32_t)v;
     tw_record *rec = tw__rec(&s->rec, idx);
@@ -1747,10 +1768,10 @@ static void keep_entry(tw_service *s, uint64_t v, uint64_t epoch)
     uint64_t st = atomic_load_explicit(&rec->state, memory_order_acquire);
     for (;;) {
         if (tw__st(st) != TW_ST_PENDING || tw__entry_tag(v) != tw__rec_tag(rec, st))
-            return; /* stale: what compaction is for */
+            return false; /* stale: what compaction is for */
         if (st & TW_F_LEASE) {
-            place_or_die(s, v, epoch);
-            return;
+            place_entry_or_die(s, v, epoch, growth);
+            return true;
         }
         /* Relaxed: as in take_entry. A deadline moved meanwhile is fine:
          * the entry is a hint, and the drain that meets it reads the
@@ -1760,8 +1781,8 @@ static void keep_entry(tw_service *s, uint64_t v, uint64_t epoch)
         uint64_t deadline = atomic_load_explicit(&rec->deadline, memory_order_relaxed);
         keep_entry_hook(idx);
         if (!deadline_read_changed(rec, &st)) {
-            place_or_die(s, v, tw__tick_of(s, deadline));
-            return;
+            place_entry_or_die(s, v, tw__tick_of(s, deadline), growth);
+            return true;
         }
     }
 }
@@ -1786,6 +1807,9 @@ static uint32_t compact_one(tw_service *s, uint32_t l, uint32_t i, uint64_t c, b
         return 0; /* empty, or the next step drains it */
     uint64_t epoch = next_epoch_after(w, l, i, c);
     uint32_t n = 0;
+    uint64_t *barren = &w->barren[(size_t)l * w->occ_words + i / 64];
+    uint64_t bit = 1ull << (i % 64);
+    bool growth = !(*barren & bit); /* read before occupancy_clear clears it */
     tw__vec_clear(&w->taken);
     hands_full(w, c + 1);
     occupancy_clear(w, l, i); /* set again by the entries placed back */
@@ -1795,8 +1819,19 @@ static uint32_t compact_one(tw_service *s, uint32_t l, uint32_t i, uint64_t c, b
         kept_mark(w, sl, l, i); /* its entries may all be dead: no drain then */
     }
     count_removed(w, n);
+    /* Its live entries, placed back, mark it as grown again (to be looked
+     * at again: what they leave behind later), unless its last compaction
+     * took nothing out either. Marked every time, a slot holding a crowd
+     * of live timers was compacted on every loop of the cursor, taking
+     * nothing out (a review's program, 2026-11-30: 200 thousand sessions
+     * in one slot beside 250 thousand cancelled timers spread thin, 30
+     * million positions compacted a second, a whole core, timers 14 ms
+     * late; a MANUAL tw_advance of one tick took 7 ms). Producers that
+     * fill it to a new segment mark it again; a drain starts it afresh. */
+    size_t kept = 0;
     for (size_t j = 0; j < w->taken.n; j++)
-        keep_entry(s, w->taken.v[j], epoch);
+        kept += keep_entry(s, w->taken.v[j], epoch, growth);
+    *barren = kept == w->taken.n ? *barren | bit : *barren & ~bit;
     hands_empty(w, c + 1);
     return n;
 }
@@ -1962,7 +1997,7 @@ static uint32_t compact_late(tw_service *s, uint64_t c)
         n += k;
     }
     for (size_t j = 0; j < w->taken.n; j++)
-        keep_entry(s, w->taken.v[j], c + 1);
+        keep_entry(s, w->taken.v[j], c + 1, true); /* late slots are not marked */
     hands_empty(w, c + 1);
     return n;
 }

@@ -618,6 +618,50 @@ static void churn_by_brief_threads_stays_bounded(void **state)
     tw_destroy(s);
 }
 
+/* A crowd of live timers in one slot (sessions armed within one second,
+ * each with an hour's idle timeout) beside cancelled timers spread thin
+ * over the wheel, as many as the pending: the wheel holds more than twice
+ * the pending, so compaction takes the grown slots (compact_grown). The
+ * crowd's slot was compacted, its live entries placed back, and that
+ * placement marked it grown again: compacted on every advance, taking
+ * nothing out (a review's program, 2026-11-30: a tw_advance of one tick
+ * took 7 ms with 200 thousand in the crowd; the cursor a whole core).
+ * Now a compaction that took nothing out does not mark the slot again:
+ * the crowd is compacted at most three times (its first compaction takes
+ * the few cancelled timers that share its slot, the second nothing, the
+ * third leaves it unmarked). Planted (compaction's placements always mark
+ * the slot): the crowd again at every advance. */
+static void a_crowd_of_live_timers_is_compacted_once(void **state)
+{
+    (void)state;
+    enum { CROWD = 20000, STALE = 25000, STEPS = 200 };
+    tw_config cfg;
+    tw_config_init(&cfg);
+    cfg.clock = TW_CLOCK_MANUAL;
+    cfg.workers = 0;
+    tw_service *s = t_service_cfg(&cfg);
+    for (int i = 0; i < CROWD; i++)
+        ASSERT_RC(tw_schedule(s, 3600 * T_S, t_noop, NULL, NULL), TW_OK);
+    tw_timer *h = calloc(STALE, sizeof *h);
+    assert_non_null(h);
+    for (uint64_t i = 0; i < STALE; i++)
+        ASSERT_RC(tw_schedule(s, (600 + i * 7919 % 15600) * T_S, t_noop, NULL, &h[i]), TW_OK);
+    for (int i = 0; i < STALE; i++)
+        ASSERT_RC(tw_cancel(s, h[i]), TW_OK);
+    free(h);
+    uint64_t c0 = s->wheel.compacted; /* drainer-private: this thread's, between advances */
+    for (int k = 1; k <= STEPS; k++)
+        ADVANCE(s, (uint64_t)k * T_MS);
+    uint64_t done = s->wheel.compacted - c0;
+    print_message("      %d advances: %" PRIu64 " positions compacted, %d live in the crowd, "
+                  "%d cancelled\n", STEPS, done, CROWD, STALE);
+    assert_true(done <= 3 * CROWD + STALE);
+    tw_stats st;
+    t_stats(s, &st);
+    assert_int_equal(st.pending, CROWD);
+    tw_destroy(s);
+}
+
 /* A timer moved later while compaction keeps its entry: between the
  * compaction's read of the deadline and its second look at the state,
  * the move takes the lease and gives it back, placing nothing (a move
@@ -724,6 +768,7 @@ int main(void)
         cmocka_unit_test_setup(cancel_churn_stays_bounded, setup),
         cmocka_unit_test_setup(churn_without_advancing_stays_bounded, setup),
         cmocka_unit_test_setup(churn_by_brief_threads_stays_bounded, setup),
+        cmocka_unit_test_setup(a_crowd_of_live_timers_is_compacted_once, setup),
         cmocka_unit_test_setup_teardown(move_later_while_compaction_keeps_the_entry, setup,
                                         no_keep_hook),
     };
