@@ -115,7 +115,7 @@ enum {
 
 /* Every thread-local of the library. Initial-exec: in the shared library
  * the default (general-dynamic) model calls __tls_get_addr on every
- * access, six calls in one cancel. They come to 121 bytes, which a library
+ * access, six calls in one cancel. They come to 113 bytes, which a library
  * loaded late (dlopen) takes from glibc's static TLS surplus;
  * scripts/test-consumer.sh checks both (at most 256 bytes). */
 #define TW_TLS _Thread_local __attribute__((tls_model("initial-exec")))

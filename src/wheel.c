@@ -503,13 +503,13 @@ static int place_entry(tw_service *s, uint64_t entry, uint64_t tick, bool growth
     }
 }
 
-/* Internal placements (cascade, re-arm, reschedule) cannot hand an error
- * to anybody without losing a timer; out of memory there is fatal. */
 int tw__place(tw_service *s, uint64_t entry, uint64_t tick)
 {
     return place_entry(s, entry, tick, true);
 }
 
+/* Internal placements (cascade, re-arm, reschedule) cannot hand an error
+ * to anybody without losing a timer; out of memory there is fatal. */
 static void place_entry_or_die(tw_service *s, uint64_t entry, uint64_t tick, bool growth)
 {
     if (place_entry(s, entry, tick, growth) != TW_OK) {
@@ -1997,7 +1997,7 @@ static uint32_t compact_late(tw_service *s, uint64_t c)
         n += k;
     }
     for (size_t j = 0; j < w->taken.n; j++)
-        keep_entry(s, w->taken.v[j], c + 1, true); /* late slots are not marked */
+        keep_entry(s, w->taken.v[j], c + 1, true); /* to c + 1's slot, as new ones */
     hands_empty(w, c + 1);
     return n;
 }
@@ -2010,12 +2010,12 @@ static uint32_t compact_late(tw_service *s, uint64_t c)
  * back-pressure line, where producers wait: the next step may be a long
  * tick away (a review's program, 2026-11-30: with a tick of 1 s, timers
  * armed and cancelled due at the next tick ran at 0.56M calls a second
- * with the cursor running, each 1024 past the line waiting 0.16 s). A paused cursor that skipped
- * those (before 2026-11-30) left every timer armed and cancelled within
- * the frozen clock's next tick in the wheel: each 1024 such calls past the
- * line waited 0.1 s for a compaction that took none of them, then added
- * their entries for good (tests/test_pause.c,
- * paused_churn_due_next_tick_stays_bounded). */
+ * with the cursor running, each 1024 past the line waiting 0.16 s). A
+ * paused cursor that skipped those (before 2026-11-30) left every timer
+ * armed and cancelled within the frozen clock's next tick in the wheel:
+ * each 1024 such calls past the line waited 0.1 s for a compaction that
+ * took none of them, then added their entries for good
+ * (tests/test_pause.c, paused_churn_due_next_tick_stays_bounded). */
 static bool compact_round(tw_service *s, bool alone)
 {
     tw_wheel *w = &s->wheel;
