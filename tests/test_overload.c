@@ -693,6 +693,24 @@ static void stop_under_full_load(void **state)
 
 /* ---- a long tick: the cursor's sleeps hear their wakes --------------------- */
 
+static void bump(tw_timer t, void *arg)
+{
+    (void)t;
+    atomic_fetch_add((atomic_int *)arg, 1);
+}
+
+/* tw_stop of a service with a 1 s tick returns within half of it. */
+static void stop_within_half_a_tick(tw_service *s)
+{
+    uint64_t t0 = t_mono_ns();
+    ASSERT_RC(tw_stop(s, NULL), TW_OK);
+    uint64_t took = t_mono_ns() - t0;
+    print_message("      tw_stop took %.1f ms, the tick 1000 ms\n", took / 1e6);
+    if (took >= 500 * T_MS)
+        fail_msg("tw_stop waited %" PRIu64 " ms: the cursor slept the tick out",
+                 (uint64_t)(took / T_MS));
+}
+
 /* With a tick of a second, the cursor that has a timer due at the next
  * tick sleeps to that tick's start, and tw_stop wakes it there: it does
  * not wait the tick out. Before (2026-11-30) that sleep was a
@@ -701,12 +719,6 @@ static void stop_under_full_load(void **state)
  * 10 ms after it: the old sleep held the stop about 980 ms; asserted is
  * half a tick, far above what a stop of a service with one timer takes.
  * workers = 0: no lookahead (the cursor steps at the tick itself). */
-static void bump(tw_timer t, void *arg)
-{
-    (void)t;
-    atomic_fetch_add((atomic_int *)arg, 1);
-}
-
 static void stop_wakes_a_cursor_asleep_to_the_next_tick(void **state)
 {
     (void)state;
@@ -714,13 +726,7 @@ static void stop_wakes_a_cursor_asleep_to_the_next_tick(void **state)
     atomic_int fired = 0;
     ASSERT_RC(tw_schedule(s, 990 * T_MS, bump, &fired, NULL), TW_OK);
     t_sleep_ns(10 * T_MS);
-    uint64_t t0 = t_mono_ns();
-    ASSERT_RC(tw_stop(s, NULL), TW_OK);
-    uint64_t took = t_mono_ns() - t0;
-    print_message("      tw_stop took %.1f ms, the tick 1000 ms\n", took / 1e6);
-    if (took >= 500 * T_MS)
-        fail_msg("tw_stop waited %" PRIu64 " ms: the cursor slept the tick out",
-                 (uint64_t)(took / T_MS));
+    stop_within_half_a_tick(s);
     assert_int_equal(atomic_load(&fired), 0); /* dropped by the stop */
     tw_destroy(s);
 }
@@ -749,13 +755,7 @@ static void long_tick_churn_due_next_tick_stays_bounded(void **state)
             ran++; /* a tick came between the two (valgrind: often) */
         else
             ASSERT_RC(rc, TW_OK);
-        if (k % 4096 == 0 || k + 1 == calls) {
-            uint64_t e = tw__wheel_entries(s);
-            worst = e > worst ? e : worst;
-            if (e > bound)
-                fail_msg("after %" PRIu64 " calls: %" PRIu64 " entries, bound %" PRIu64, k,
-                         e, bound);
-        }
+        t_entries_within(s, k, calls, bound, &worst);
     }
     print_message("      %" PRIu64 " arm-and-cancels due at once, tick 1 s: at most %" PRIu64
                   " entries (bound %" PRIu64 ")\n", calls, worst, bound);
@@ -865,15 +865,9 @@ static void stop_while_the_cursor_plans_wakes_it(void **state)
             t_sleep_ns(100 * T_US);
         assert_true(atomic_load(&g_plan_in));
         t_sleep_ns(10 * T_MS); /* inside the hook, past its look at quit */
-        uint64_t t0 = t_mono_ns();
-        ASSERT_RC(tw_stop(s, NULL), TW_OK);
-        uint64_t took = t_mono_ns() - t0;
+        print_message("      workers %u:\n", workers);
+        stop_within_half_a_tick(s);
         atomic_store(&tw__cursor_plan_hook, NULL);
-        print_message("      workers %u: tw_stop took %.1f ms, the tick 1000 ms\n", workers,
-                      took / 1e6);
-        if (took >= 500 * T_MS)
-            fail_msg("tw_stop waited %" PRIu64 " ms: the cursor slept the tick out",
-                     (uint64_t)(took / T_MS));
         tw_destroy(s);
     }
 }

@@ -720,13 +720,7 @@ static void paused_churn_due_next_tick_stays_bounded(void **state)
         tw_timer h;
         ASSERT_RC(tw_schedule(s, d, t_noop, NULL, &h), TW_OK);
         ASSERT_RC(tw_cancel(s, h), TW_OK);
-        if (k % 4096 == 0 || k + 1 == calls) {
-            uint64_t e = tw__wheel_entries(s);
-            worst = e > worst ? e : worst;
-            if (e > bound)
-                fail_msg("after %" PRIu64 " calls: %" PRIu64 " entries, bound %" PRIu64, k,
-                         e, bound);
-        }
+        t_entries_within(s, k, calls, bound, &worst);
     }
     print_message("      %" PRIu64 " arm-and-cancels due at tick %" PRIu64
                   " (the cursor's %" PRIu64 "), paused: at most %" PRIu64

@@ -339,6 +339,20 @@ static inline void t_stats(tw_service *s, tw_stats *st)
     tw_stats_get(s, st);
 }
 
+/* In a loop of `calls` arm-and-cancels (or moves) that must leave the
+ * wheel bounded: every 4096th call and the last, the wheel's entries (a
+ * walk: tw__wheel_entries) against `bound`, the most seen kept in *worst. */
+static inline void t_entries_within(tw_service *s, uint64_t k, uint64_t calls, uint64_t bound,
+                                    uint64_t *worst)
+{
+    if (k % 4096 != 0 && k + 1 != calls)
+        return;
+    uint64_t e = tw__wheel_entries(s);
+    *worst = e > *worst ? e : *worst;
+    if (e > bound)
+        fail_msg("after %" PRIu64 " calls: %" PRIu64 " entries, bound %" PRIu64, k, e, bound);
+}
+
 /* the quiescent one-shot identity */
 /* The fewest placements stats.overflowed counts for n timers held in
  * `slots` slots of capacity cap. Each slot has one fixed array per lane
