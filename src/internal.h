@@ -886,6 +886,8 @@ typedef struct tw_wheel {
                                 back-pressure) */
     _Atomic uint64_t pressure_left_at; /* removed + 1 when a producer last gave
                                 up a back-pressure wait; 0: none (wheel.c) */
+    _Atomic uint32_t compacting; /* the drainer is inside a round of compaction
+                                (its only writer; producers read it) */
     uint64_t compacted;      /* positions compacted, ever */
     uint64_t fixed_capacity; /* slots * slot_capacity */
     uint64_t compact_slack;  /* entries compaction allows beyond twice the
