@@ -43,16 +43,17 @@
  * start), rather than answer a TW_EAGAIN that would be false. And one
  * wait for the drainer: an arming or move that finds the wheel holding more
  * than twice its compaction allowance (about twice the pending timers plus
- * two entries a slot) plus 2^18 entries waits (yielding) until the cursor
- * has compacted, paused or not, or with the MANUAL clock compacts itself
- * under tw_advance's lock when it is free: producers that leave entries
- * behind faster than anybody drains (more busy threads than cores; an
- * event loop that does not advance) pay for them, callbacks on the pool's
- * workers too. Not the drainer itself: a callback inside tw_advance, or
- * one the cursor runs (workers = 0), is let off; what it leaves stays
- * until it returns (README, Limits). A wait that makes no progress for
- * about 0.1 s goes on without it, and no arming waits again until the
- * drainer has taken something out. tw_wake_fd, tw_now,
+ * two entries a slot) plus 2^18 entries compacts itself, under the
+ * drainer's lock (tried, never waited for), whenever the drainer is away
+ * (a MANUAL service with no tw_advance under way; a drainer, the cursor
+ * or tw_advance, running callbacks itself), and else
+ * waits (yielding) until the cursor has compacted, paused or not:
+ * producers that leave entries behind faster than anybody drains (more
+ * busy threads than cores; an event loop that does not advance; a long
+ * callback inside tw_advance) pay for them, every callback too, the
+ * drainer's own included. A wait that makes no progress for about 0.1 s
+ * goes on without it, and no arming waits again until the drainer has
+ * taken something out. tw_wake_fd, tw_now,
  * tw_stats_get and tw_resume take no lock either; tw_pause and
  * tw_foreach_pending take none but may wait a few instructions for another
  * thread (a runner about to start a callback; a move of the timer being

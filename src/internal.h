@@ -110,6 +110,8 @@ enum {
                              allowance and paid for it (wheel.c, back-pressure) */
     TW_RARE_PRESSURE_LEFT,/* ... and stopped waiting, compaction taking nothing out
                              for TW_PRESSURE_STILL looks (wheel.c, back-pressure) */
+    TW_RARE_ROLE_TAKEN,   /* a producer under back-pressure found the drainer role
+                             free and compacted (wheel.c, the drainer role) */
     TW_RARE_COUNT
 };
 
@@ -1004,12 +1006,18 @@ uint64_t tw__wheel_entries_estimate(tw_service *s);
 /* Back-pressure (wheel.c): a producer that places its timers itself calls
  * tw__pressure_count after each placement; once every TW_PRESSURE_EVERY
  * of its stripe's, tw__wheel_pressure looks at the wheel, and past its
- * line compacts (MANUAL) or waits for the cursor to (MONOTONIC). */
+ * line compacts where it may take the drainer role (MANUAL; the cursor's
+ * own callbacks), or waits for the cursor to (MONOTONIC). */
 #define TW_PRESSURE_EVERY 1024u
 #define TW_PRESSURE_MIN (1u << 18) /* entries (2 MiB) past twice the allowance */
 void tw__wheel_pressure(tw_service *s);
 /* The line: twice compaction's allowance for `pending`, plus TW_PRESSURE_MIN. */
 uint64_t tw__wheel_pressure_line(tw_service *s, uint64_t pending);
+/* The drainer role (wheel.c): the cursor thread and tw_advance hold it but
+ * while they run callbacks themselves (tw__deliver); tw_stop takes it
+ * for its sweep. Taken this way it waits out a producer's compaction. */
+void tw__role_take(tw_service *s);
+void tw__role_give(tw_service *s);
 static inline void tw__pressure_count(tw_service *s); /* below tw__stripe */
 /* A tick at or before the due tick of every pending timer (UINT64_MAX:
  * none), exact as tw_next_due's contract says. Any thread, no lock. */
@@ -1452,7 +1460,11 @@ struct tw_service {
     _Atomic uint64_t clock_state; /* MONOTONIC: paused total, or PAUSED | frozen
                                      time (pause.c); read on every clock read */
     _Atomic int stop_state;    /* TW_RUN, TW_STOPPING, TW_STOPPED; seq_cst */
-    pthread_mutex_t drain_lock;/* the drainer role (tw_advance, stop's last step) */
+    pthread_mutex_t drain_lock;/* serialises tw_advance callers and stop's sweep */
+    pthread_mutex_t role_lock; /* the drainer role: the wheel's drainer-private
+                                  state (wheel.c, the drainer role) */
+    _Atomic uint32_t role_wanted; /* a drainer waits for role_lock: its
+                                     holder stops compacting */
     pthread_mutex_t stop_lock; /* serialises tw_stop callers */
 
     /* Cursor thread (MONOTONIC). */

@@ -524,7 +524,7 @@ const char *tw__rare_name(int which)
         "handed_over", "ran_away", "early_claim", "early_late", "seg_lost", "early_waited",
         "early_yielded", "stolen", "joined_stuck", "joined_pays", "moved_off",
         "spill_opened", "spill_refused", "spill_huge", "early_cascade", "cascade_yielded",
-        "pressure", "pressure_left",
+        "pressure", "pressure_left", "role_taken",
     };
     return which >= 0 && which < TW_RARE_COUNT ? name[which] : "?";
 }
@@ -656,6 +656,7 @@ static void service_free(tw_service *s)
     tw__wheel_fini(&s->wheel);
     tw__records_fini(&s->rec);
     pthread_mutex_destroy(&s->drain_lock);
+    pthread_mutex_destroy(&s->role_lock);
     pthread_mutex_destroy(&s->stop_lock);
     free(s);
 }
@@ -679,7 +680,9 @@ int tw_create(const tw_config *cfg, tw_service **out)
     s->max_delay = max_delay_of(c.tick_ns);
     s->tick_recip = tw__tick_recip(c.tick_ns);
     pthread_mutex_init(&s->drain_lock, NULL);
+    pthread_mutex_init(&s->role_lock, NULL);
     pthread_mutex_init(&s->stop_lock, NULL);
+    atomic_init(&s->role_wanted, 0);
     atomic_init(&s->stop_state, TW_RUN);
     atomic_init(&s->manual_now, 0);
     atomic_init(&s->clock_state, 0);
@@ -1409,6 +1412,7 @@ int tw_advance(tw_service *s, uint64_t now_ns)
         return wrc;
     pthread_mutex_lock(&s->drain_lock);
     tw__wait_end(&outer);
+    tw__role_take(s); /* given up while it runs callbacks (tw__deliver) */
     int rc = TW_OK;
     /* Relaxed: the drain lock orders the advancing threads. */
     if (tw__stopping(s))
@@ -1436,6 +1440,7 @@ int tw_advance(tw_service *s, uint64_t now_ns)
             (void)tw__seg_settle(s);
         tw__unhold(&held);
     }
+    tw__role_give(s);
     pthread_mutex_unlock(&s->drain_lock);
     return rc;
 }
@@ -1627,9 +1632,11 @@ int tw_stop(tw_service *s, tw_callback on_pending)
     tw__pool_stopping(s); /* runners waiting for a deadline give it up */
     tw__cursor_quit(s);
     pthread_mutex_lock(&s->drain_lock); /* waits out a running tw_advance */
+    tw__role_take(s); /* and a producer's compaction (wheel.c) */
     sweep(s, on_pending);
     tw__pool_quit(s);
     atomic_store_explicit(&s->stop_state, TW_STOPPED, memory_order_seq_cst);
+    tw__role_give(s);
     pthread_mutex_unlock(&s->drain_lock);
     pthread_mutex_unlock(&s->stop_lock);
     tw__unhold(&held);

@@ -1832,6 +1832,7 @@ static uint32_t compact_one(tw_service *s, uint32_t l, uint32_t i, uint64_t c, b
     for (size_t j = 0; j < w->taken.n; j++)
         kept += keep_entry(s, w->taken.v[j], epoch, growth);
     *barren = kept == w->taken.n ? *barren | bit : *barren & ~bit;
+    tw__vec_clear(&w->taken); /* empty outside steps (tw__role_give) */
     hands_empty(w, c + 1);
     return n;
 }
@@ -1843,6 +1844,8 @@ uint64_t tw__wheel_entries_estimate(tw_service *s)
     uint64_t removed = atomic_load_explicit(&s->wheel.removed, memory_order_relaxed);
     return reserved > removed ? reserved - removed : 0;
 }
+
+static bool role_wanted(tw_service *s);
 
 /* Compact the slots producers marked as grown (grew_mark), while left
  * behind entries are at least half of the wheel's: the growth is theirs
@@ -1857,6 +1860,13 @@ static uint64_t compact_grown(tw_service *s, uint64_t c)
             uint64_t bits = atomic_exchange_explicit(&w->grew[(size_t)l * w->occ_words + k], 0,
                                                      memory_order_relaxed);
             while (bits) {
+                if (role_wanted(s)) {
+                    /* Relaxed: as above; the marks not taken, for the
+                     * drainer that wants the role. */
+                    atomic_fetch_or_explicit(&w->grew[(size_t)l * w->occ_words + k], bits,
+                                             memory_order_relaxed);
+                    return done;
+                }
                 uint32_t i = k * 64 + (uint32_t)__builtin_ctzll(bits);
                 bits &= bits - 1;
                 done += compact_one(s, l, i, c, false);
@@ -1998,6 +2008,7 @@ static uint32_t compact_late(tw_service *s, uint64_t c)
     }
     for (size_t j = 0; j < w->taken.n; j++)
         keep_entry(s, w->taken.v[j], c + 1, true); /* to c + 1's slot, as new ones */
+    tw__vec_clear(&w->taken);
     hands_empty(w, c + 1);
     return n;
 }
@@ -2042,7 +2053,7 @@ static bool compact_round_now(tw_service *s, bool alone)
     budget = budget > TW_COMPACT_MAX ? TW_COMPACT_MAX : budget;
     uint64_t done = 0;
     size_t total = (size_t)w->levels * w->nslots;
-    for (size_t seen = 0; seen < total && done < budget; seen++) {
+    for (size_t seen = 0; seen < total && done < budget && !role_wanted(s); seen++) {
         size_t k = w->compact_at;
         done += compact_one(s, (uint32_t)(k / w->nslots), (uint32_t)(k % w->nslots), c, next);
         w->compact_at = (k + 1) % total;
@@ -2076,14 +2087,72 @@ bool tw__wheel_maintain_alone(tw_service *s)
     return compact_round(s, true);
 }
 
+/* ---- the drainer role ------------------------------------------------------ */
+
+/*
+ * The wheel's drainer-private state (the step's lists, compaction's round
+ * robin and marks, hands_held, the segments' retire lists) belongs to the
+ * holder of role_lock: the cursor thread (MONOTONIC) or the thread inside
+ * tw_advance (MANUAL), but while it runs callbacks itself (workers.c,
+ * tw__deliver: workers = 0, or no memory for a batch), and tw_stop for
+ * its sweep. A producer under back-pressure (below) that finds the role
+ * free takes it, never waiting, compacts, and gives it back: with the
+ * MANUAL clock any producer (a tw_advance that finds the role taken says
+ * so, role_wanted, and waits for the round's current slot at most); with
+ * MONOTONIC only the cursor's own callbacks, since the cursor never waits
+ * for a producer (guarantee 4; may_take_role). Callbacks run between
+ * steps: nothing of a step is in flight then (`taken` is empty, which
+ * tw__role_give checks; a suspended claim's rest waits in `stash`, a
+ * cascade's in `cascade`, neither of which compaction touches), so
+ * compaction may run as it does between the cursor's loops.
+ *
+ * Before (2026-11-30), the drainer kept its state while it ran callbacks,
+ * so nobody could compact meanwhile: a callback inside tw_advance, or on
+ * the cursor with workers = 0, that armed and cancelled timers of its own
+ * service in a loop left every entry until it returned (a review's
+ * program: 11M calls a second, 300 MB in 3 s), and a producer beside a
+ * long callback inside tw_advance waited 0.1 s for a compaction that
+ * could not come, then went on leaving entries (tests/test_overload.c,
+ * drainer_callback_churn_stays_bounded and the tests beside it). What is
+ * left: beside a long callback on the cursor (workers = 0), the other
+ * producers wait for it as before (README, Limits).
+ */
+static bool role_wanted(tw_service *s)
+{
+    /* Relaxed: a hint; the mutex orders the role's state. */
+    return atomic_load_explicit(&s->role_wanted, memory_order_relaxed) != 0;
+}
+
+void tw__role_take(tw_service *s)
+{
+    if (pthread_mutex_trylock(&s->role_lock) == 0)
+        return;
+    /* Relaxed: a hint for the holder, a producer compacting (its rounds
+     * stop between slots); only drainers block here, one at a time
+     * (tw_advance and tw_stop under the drain lock, the cursor alone). */
+    atomic_store_explicit(&s->role_wanted, 1, memory_order_relaxed);
+    pthread_mutex_lock(&s->role_lock);
+    atomic_store_explicit(&s->role_wanted, 0, memory_order_relaxed);
+}
+
+void tw__role_give(tw_service *s)
+{
+    if (s->wheel.taken.n != 0) {
+        /* Compaction's use of it would lose a step's entries: a bug. */
+        fputs("timerwheel: the drainer role given up in the middle of a step\n", stderr);
+        abort();
+    }
+    pthread_mutex_unlock(&s->role_lock);
+}
+
 /* ---- back-pressure (producers) --------------------------------------------- */
 
 /*
- * Only the drainer compacts, and producers can leave entries behind faster
- * than it takes them out: a timer cancelled or moved earlier leaves its
- * entry in a slot, and while nobody drains or compacts, each call adds one
- * for good. A review's programs (2026-11-30) found three ways, each with
- * fewer than ten timers pending:
+ * Only the drainer role compacts, and producers can leave entries behind
+ * faster than it takes them out: a timer cancelled or moved earlier leaves
+ * its entry in a slot, and while nobody drains or compacts, each call adds
+ * one for good. A review's programs (2026-11-30) found three ways, each
+ * with fewer than ten timers pending:
  *   - a MANUAL service whose event loop does not call tw_advance while
  *     nothing is due (tw_next_due said an hour), and a paused service,
  *     whose cursor sleeps: 8 bytes an arm-and-cancel, 240 MB after 30M;
@@ -2097,17 +2166,18 @@ bool tw__wheel_maintain_alone(tw_service *s)
  * TW_PRESSURE_EVERY placements made on its stripe (the sum over stripes
  * is not read per call; a stripe outlives the threads that come and go),
  * at the wheel's entries against twice compaction's allowance plus
- * TW_PRESSURE_MIN, and past that it pays for what it leaves behind:
- *   - MANUAL: it compacts, as tw_advance would, whenever it gets the
- *     drain lock (the drainer role, tried, never waited for: a tw_advance
- *     that holds it compacts), and yields between its looks as below;
- *   - MONOTONIC: it wakes the cursor, paused or not (a paused cursor
- *     compacts and sleeps again: cursor.c), and yields its CPU until the
- *     cursor has brought the entries back under that line, or the
- *     service stops. So producers that outrun the cursor wait for it,
- *     the one wait besides max_timers' (timerwheel.h, Progress).
- * Not from the drainer itself (drains_here): inside tw_advance or tw_stop,
- * or a callback the cursor runs.
+ * TW_PRESSURE_MIN, and past that it pays for what it leaves behind, until
+ * the entries are back under that line or the service stops:
+ *   - whenever it may take the drainer role and finds it free (MANUAL:
+ *     no tw_advance under way, or one running callbacks, the producer's
+ *     own included; MONOTONIC: a callback the cursor runs), it takes it
+ *     and compacts, as the drainer would (compact_in_role);
+ *   - else it wakes the cursor (MONOTONIC), paused or not (a paused
+ *     cursor compacts and sleeps again: cursor.c), and yields its CPU
+ *     between looks: producers that outrun the cursor wait for it, the
+ *     one wait besides max_timers' (timerwheel.h, Progress).
+ * Not inside the drainer's own code (tw_advance's or tw_stop's, outside
+ * callbacks): it holds the role and places nothing of a caller's.
  */
 #define TW_PRESSURE_YIELDS 64      /* yields before the waits sleep */
 #define TW_PRESSURE_NAP_NS 100000  /* a nap between looks after those */
@@ -2129,41 +2199,47 @@ static uint64_t removed_now(tw_service *s)
     return atomic_load_explicit(&s->wheel.removed, memory_order_relaxed);
 }
 
-/* MANUAL: the drainer role if free (tw_advance's drain lock, never waited
- * for), and compaction to within the allowance (rounds are bounded:
- * compact_round). False if another thread holds the role. */
-static bool compact_as_drainer(tw_service *s)
+/* Whether this thread may take the drainer role: with the MANUAL clock,
+ * any; with MONOTONIC, only the cursor, in a callback it runs itself. The
+ * cursor never waits for a producer (guarantee 4): one stopped half-way
+ * through a compaction would hold it for good. */
+static bool may_take_role(tw_service *s)
 {
-    if (pthread_mutex_trylock(&s->drain_lock) != 0)
+    return s->cfg.clock == TW_CLOCK_MANUAL ||
+           (tw__in_callback_of(s) && tw__worker_mine == NULL);
+}
+
+/* The drainer role if free (never waited for), and compaction to within
+ * the allowance, or until a drainer wants the role back (rounds are
+ * bounded: compact_round), as a drainer with no step to come meanwhile
+ * (the holder is away: no tw_advance under way, or the drainer runs
+ * callbacks). False if it may not, or another thread holds the role. */
+static bool compact_in_role(tw_service *s)
+{
+    if (!may_take_role(s) || pthread_mutex_trylock(&s->role_lock) != 0)
         return false;
-    while (!tw__stopping(s) && compact_round(s, true))
+    tw__count_rare(s, TW_RARE_ROLE_TAKEN);
+    while (!tw__stopping(s) && !role_wanted(s) && compact_round(s, true))
         ;
     (void)tw__seg_settle(s); /* the segments it detached, as tw_advance's end */
-    pthread_mutex_unlock(&s->drain_lock);
+    pthread_mutex_unlock(&s->role_lock);
     return true;
 }
 
-/* Whether s's drainer is this thread, which would wait for itself: inside
- * s's tw_advance or tw_stop (on_pending too), or running a callback of s
- * as anything but a pool worker (the cursor runs them with workers = 0,
- * or when it had no batch). A pool worker's callback waits as any
- * producer: before (2026-11-30) every callback was let off, and one that
- * armed and cancelled in a loop grew the wheel by 100 MB a second (a
- * review's program). A wait that makes a cycle with the drainer (its
- * callback waiting for ours) ends by the looks without progress, and no
- * other begins until the drainer takes something out (drainer_held). */
+/* Inside the drainer's own code: tw_advance or tw_stop of s, outside the
+ * callbacks they run (a callback of s is run without the role). */
 static bool drains_here(tw_service *s)
 {
-    return tw__holds(s) || (tw__in_callback_of(s) && tw__worker_mine == NULL);
+    return tw__holds(s) && !tw__in_callback_of(s);
 }
 
 /* A wait was given up, and the drainer has taken nothing out since: it is
- * held elsewhere, maybe in a cycle with us. A wait given up lasted only
- * until the next TW_PRESSURE_EVERY placements, and the next one waited
- * its 0.1 s again: a pool worker's callback arming on a service whose
- * cursor ran a callback in tw_cancel_sync for it took 11 s for 800
- * thousand arm-and-cancels, where it took 0.04 s (a review's program,
- * 2026-11-30). Relaxed: a hint; a wait more or less is all it decides. */
+ * held elsewhere (a cursor descheduled for long, or a slot's compaction
+ * that outlasts the looks). A wait given up lasted only until the next
+ * TW_PRESSURE_EVERY placements, and the next one waited its 0.1 s again
+ * (a review's program, 2026-11-30, when the drainer's callbacks kept the
+ * role: 11 s for 800 thousand arm-and-cancels). Relaxed: a hint; a wait
+ * more or less is all it decides. */
 static bool compacting_now(tw_service *s)
 {
     /* Relaxed: a hint (compact_round). */
@@ -2185,18 +2261,15 @@ void tw__wheel_pressure(tw_service *s)
     uint64_t seen = removed_now(s);
     unsigned still = 0; /* looks without progress */
     for (unsigned n = 0; !tw__stopping(s) && tw__wheel_pressed(s); n++) {
-        if (manual)
-            (void)compact_as_drainer(s); /* else a tw_advance holds the role */
-        else if (n % TW_PRESSURE_YIELDS == 0)
+        if (!compact_in_role(s) && !manual && n % TW_PRESSURE_YIELDS == 0)
             tw__cursor_compact_now(s); /* again now and then: a wake may meet it awake */
         uint64_t now = removed_now(s);
         still = now == seen && !compacting_now(s) ? still + 1 : 0;
         seen = now;
         if (still > TW_PRESSURE_STILL) {
             /* Compaction took nothing out for that long: the drainer is
-             * busy elsewhere (a callback inside tw_advance, which may be
-             * waiting for us), or one slot's compaction outlasts the
-             * looks (ThreadSanitizer). */
+             * held elsewhere, or one slot's compaction outlasts the looks
+             * (ThreadSanitizer). */
             tw__count_rare(s, TW_RARE_PRESSURE_LEFT);
             /* Relaxed: as in drainer_held. */
             atomic_store_explicit(&s->wheel.pressure_left_at, now + 1, memory_order_relaxed);

@@ -21,13 +21,27 @@
  *           (before, each 1024 placements waited 0.1 s for a compaction
  *           that could not take them, and the wheel grew);
  *   mode 5  as mode 2, the timers due within two ticks of the frozen
- *           clock (a producer compacts the slot the others fill).
+ *           clock (a producer compacts the slot the others fill);
+ *   mode 6  MONOTONIC, workers = 0: the cursor runs the callbacks, and a
+ *           timer due every tick arms and cancels a batch of its own (the
+ *           drainer's own callback pays), every 16th run going on until
+ *           the drainer role was taken to compact (wheel.c) or a second
+ *           passed: the callback compacts itself, the producers beside it
+ *           wait for that, and the cursor takes the role back after it
+ *           (before 2026-11-30 the drainer kept the role while it ran
+ *           callbacks, and such a callback grew the wheel until it
+ *           returned);
+ *   mode 7  as mode 6 with the MANUAL clock: a thread advances it a tick
+ *           a millisecond, its tw_advance running the driver's callbacks,
+ *           and the producers too take the role beside them.
  *
  * Exact accounting: every arming is cancelled with TW_OK, by its thread or
- * at the end; nothing fires (modes 0 to 3: every deadline is at least 10 s
- * away; modes 4 and 5: the clock stands still). The
+ * at the end; nothing fires (modes 0 to 3, 6, 7: every deadline is at
+ * least 10 s away; modes 4 and 5: the clock stands still) but the
+ * driver's timers (modes 6 and 7), each armed once and run once. The
  * main thread samples the entries (tw__wheel_entries, a walk) meanwhile.
- * Modes 1 and 2 fail if no producer met the line (the path under test).
+ * Modes 1 and 2 fail if no producer met the line, modes 6 and 7 if nobody
+ * took the drainer role beside the drainer (the paths under test).
  *
  *   pressure [producers] [-] [seconds] [mode]
  */
@@ -39,7 +53,7 @@
 
 static tw_service *g_s;
 static int g_mode;
-static bool g_paused, g_manual, g_near; /* from the mode */
+static bool g_paused, g_manual, g_near, g_driven; /* from the mode */
 static uint64_t g_near_at, g_near_spread; /* modes 4, 5: delays g_near_at - [0, spread) */
 static atomic_bool g_quit;
 static _Atomic uint64_t g_armed, g_cancelled, g_fired;
@@ -66,6 +80,56 @@ static void arm_and_cancel(st_rng *r)
         st_fail("tw_cancel of a pending timer: %s", tw_strerror(rc));
     else
         atomic_fetch_add_explicit(&g_cancelled, 1, memory_order_relaxed);
+}
+
+/* Modes 6 and 7: the driver, a timer due every tick whose callback (run by
+ * the drainer: workers = 0, or inside tw_advance) arms and cancels
+ * DRIVER_BATCH timers, arms its successor, and every DRIVER_HOLD_EVERY
+ * runs goes on, a batch at a time, until the role was taken or a second
+ * passed. */
+#define DRIVER_BATCH 2048
+#define DRIVER_HOLD_EVERY 16
+static _Atomic uint64_t g_driver_armed, g_driver_ran, g_driver_held;
+static atomic_bool g_driver_off; /* the last run saw g_quit and armed none */
+
+static void driver(tw_timer t, void *arg)
+{
+    (void)t;
+    st_rng *r = arg;
+    uint64_t run = atomic_fetch_add(&g_driver_ran, 1);
+    bool hold = run % DRIVER_HOLD_EVERY == DRIVER_HOLD_EVERY - 1;
+    uint64_t taken = tw__rare_total(g_s, TW_RARE_ROLE_TAKEN);
+    uint64_t end = st_mono_ns() + TW_SEC;
+    do {
+        for (int k = 0; k < DRIVER_BATCH; k++)
+            arm_and_cancel(r);
+    } while (hold && tw__rare_total(g_s, TW_RARE_ROLE_TAKEN) == taken && st_mono_ns() < end &&
+             !atomic_load(&g_quit));
+    atomic_fetch_add(&g_driver_held, hold);
+    if (atomic_load(&g_quit)) {
+        atomic_store(&g_driver_off, true);
+        return;
+    }
+    int rc = tw_schedule(g_s, g_s->cfg.tick_ns, driver, r, NULL);
+    if (rc != TW_OK)
+        st_fail("the driver's tw_schedule: %s", tw_strerror(rc));
+    else
+        atomic_fetch_add(&g_driver_armed, 1);
+}
+
+/* Mode 7: a tick a millisecond, until the driver is off. */
+static void *advancer(void *arg)
+{
+    (void)arg;
+    uint64_t now = 0;
+    while (!atomic_load(&g_driver_off)) {
+        now += g_s->cfg.tick_ns;
+        int rc = tw_advance(g_s, now);
+        if (rc != TW_OK)
+            st_fail("tw_advance: %s", tw_strerror(rc));
+        st_sleep_ns(TW_MS);
+    }
+    return NULL;
 }
 
 static atomic_int g_stepped;
@@ -153,19 +217,20 @@ int main(int argc, char **argv)
     unsigned producers = (unsigned)st_arg(argc, argv, 1, 8);
     double seconds = st_arg_seconds(argc, argv, 3);
     g_mode = (int)st_arg(argc, argv, 4, 0);
-    if (producers < 1 || producers > 64 || g_mode < 0 || g_mode > 5) {
-        fprintf(stderr, "pressure: 1..64 producers, mode 0..5\n");
+    if (producers < 1 || producers > 64 || g_mode < 0 || g_mode > 7) {
+        fprintf(stderr, "pressure: 1..64 producers, mode 0..7\n");
         return 2;
     }
     g_paused = g_mode == 1 || g_mode == 4;
-    g_manual = g_mode == 2 || g_mode == 5;
-    g_near = g_mode >= 4;
+    g_manual = g_mode == 2 || g_mode == 5 || g_mode == 7;
+    g_near = g_mode == 4 || g_mode == 5;
+    g_driven = g_mode >= 6;
     tw_config cfg;
     tw_config_init(&cfg);
-    if (g_manual) {
-        cfg.clock = TW_CLOCK_MANUAL;
+    if (g_manual || g_driven)
         cfg.workers = 0;
-    }
+    if (g_manual)
+        cfg.clock = TW_CLOCK_MANUAL;
     if (g_near)
         cfg.tick_ns = 100 * TW_MS; /* a pause within the tick of a step */
     if (tw_create(&cfg, &g_s) != TW_OK) {
@@ -179,7 +244,16 @@ int main(int argc, char **argv)
     tw_stats st0;
     tw_stats_get(g_s, &st0);
 
-    pthread_t t[64];
+    pthread_t t[64], adv;
+    st_rng driver_rng;
+    st_rng_seed(&driver_rng, 99, 7);
+    if (g_driven) {
+        if (tw_schedule(g_s, 0, driver, &driver_rng, NULL) != TW_OK)
+            st_fail("the driver's first tw_schedule");
+        atomic_fetch_add(&g_driver_armed, 1);
+        if (g_manual)
+            st_start(&adv, advancer, NULL);
+    }
     for (unsigned i = 0; i < producers; i++)
         st_start(&t[i], producer, (void *)(uintptr_t)(i + 1));
     /* The line for the most timers that can be pending, plus what each
@@ -192,8 +266,9 @@ int main(int argc, char **argv)
      * another TW_PRESSURE_EVERY before its next look. Where compaction
      * cannot take what producers leave, every wait ends so, and the
      * entries pass any such bound within a second. */
+    uint64_t payers = producers + (g_driven ? 1 : 0); /* the driver's callbacks pay too */
     uint64_t bound = tw__wheel_pressure_line(g_s, pending_max) +
-                     3 * (uint64_t)producers * TW_PRESSURE_EVERY + pending_max;
+                     3 * payers * TW_PRESSURE_EVERY + pending_max;
     uint64_t worst = 0, samples = 0;
     uint64_t end = st_mono_ns() + (uint64_t)(seconds * 1e9);
     while (st_mono_ns() < end) {
@@ -207,21 +282,43 @@ int main(int argc, char **argv)
     atomic_store(&g_quit, true);
     for (unsigned i = 0; i < producers; i++)
         pthread_join(t[i], NULL);
+    if (g_driven) {
+        uint64_t off_by = st_mono_ns() + 30 * TW_SEC;
+        while (!atomic_load(&g_driver_off) && st_mono_ns() < off_by)
+            st_sleep_ns(TW_MS);
+        if (!atomic_load(&g_driver_off))
+            st_fail("the driver did not stop within 30 s");
+        else if (g_manual)
+            pthread_join(adv, NULL);
+    }
 
     tw_stats st;
     tw_stats_get(g_s, &st);
     uint64_t met = tw__rare_total(g_s, TW_RARE_PRESSURE);
     uint64_t left = tw__rare_total(g_s, TW_RARE_PRESSURE_LEFT);
+    uint64_t taken = tw__rare_total(g_s, TW_RARE_ROLE_TAKEN);
     printf("pressure mode %d: %u producers, %" PRIu64 " armed, at most %" PRIu64
            " entries in %" PRIu64 " samples (bound %" PRIu64 "), line met %" PRIu64
-           " times, waits given up %" PRIu64 ", %.1f MB\n", g_mode, producers,
-           atomic_load(&g_armed), worst, samples, bound, met, left, st_rss_mb());
+           " times, waits given up %" PRIu64 ", role taken %" PRIu64 ", %.1f MB\n", g_mode,
+           producers, atomic_load(&g_armed), worst, samples, bound, met, left, taken,
+           st_rss_mb());
+    if (g_driven)
+        printf("pressure mode %d: the driver ran %" PRIu64 " times, %" PRIu64 " of them long"
+               "\n", g_mode, atomic_load(&g_driver_ran), atomic_load(&g_driver_held));
 
     if (atomic_load(&g_cancelled) != atomic_load(&g_armed))
         st_fail("%" PRIu64 " armed, %" PRIu64 " cancelled", atomic_load(&g_armed),
                 atomic_load(&g_cancelled));
-    if (atomic_load(&g_fired) != 0 || st.fired != st0.fired)
+    if (atomic_load(&g_fired) != 0)
         st_fail("%" PRIu64 " fired (nothing was due)", atomic_load(&g_fired));
+    if (st.fired != st0.fired + atomic_load(&g_driver_ran))
+        st_fail("%" PRIu64 " fired, the driver ran %" PRIu64 " times", st.fired - st0.fired,
+                atomic_load(&g_driver_ran));
+    if (atomic_load(&g_driver_ran) != atomic_load(&g_driver_armed))
+        st_fail("the driver was armed %" PRIu64 " times and ran %" PRIu64,
+                atomic_load(&g_driver_armed), atomic_load(&g_driver_ran));
+    if (g_driven && taken == 0)
+        st_fail("nobody took the drainer role: the path was not taken");
     if (st.pending != 0)
         st_fail("%" PRIu64 " pending at the end", st.pending);
     if ((g_paused || g_manual) && met == 0)
