@@ -112,6 +112,9 @@ enum {
                              for TW_PRESSURE_STILL looks (wheel.c, back-pressure) */
     TW_RARE_ROLE_TAKEN,   /* a producer under back-pressure found the drainer role
                              free and compacted (wheel.c, the drainer role) */
+    TW_RARE_COMPACT_PIECES,/* a crowded slot was compacted in pieces (wheel.c,
+                             compaction in pieces) ... */
+    TW_RARE_COMPACT_YIELDED,/* ... and gave the cursor back for a tick half way */
     TW_RARE_COUNT
 };
 
@@ -482,6 +485,9 @@ extern int (*_Atomic tw__early_piece_hook)(bool late, size_t staged);
  * with how many of its entries are placed so far and of how many. NULL
  * (the default): nothing is called. */
 extern void (*_Atomic tw__cascade_piece_hook)(size_t placed, size_t n);
+/* Tests only (tests/test_reschedule.c): the same after each piece of a
+ * compaction in pieces (wheel.c). */
+extern void (*_Atomic tw__compact_piece_hook)(size_t placed, size_t n);
 /* Tests only (tests/test_workers.c): when it returns true, the cursor's
  * compaction says it has more to do (tw__wheel_maintain), as under steady
  * cancel churn, so the cursor stays in its compaction branch, a tick at a
@@ -904,6 +910,12 @@ typedef struct tw_wheel {
     size_t cascade_at;
     uint64_t cascade_tick;   /* the drained slot's epoch: every live entry in
                                 `cascade` is due at or after it */
+    bool cascade_keep;       /* `cascade` holds a compaction's entries, placed
+                                back as compaction does (wheel.c, compaction
+                                in pieces) ... */
+    bool cascade_growth;     /* ... their placements may mark slots as grown */
+    uint32_t cascade_level, cascade_slot; /* ... the slot compacted */
+    size_t cascade_kept;     /* ... its live entries placed back so far */
     uint32_t *counts;        /* order_due's histogram, TW_ORDER_SPAN entries */
     uint64_t trim_at;        /* service clock: the next trim of the lists and the
                                 workers' batches (tw__wheel_trim) */

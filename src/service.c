@@ -524,7 +524,7 @@ const char *tw__rare_name(int which)
         "handed_over", "ran_away", "early_claim", "early_late", "seg_lost", "early_waited",
         "early_yielded", "stolen", "joined_stuck", "joined_pays", "moved_off",
         "spill_opened", "spill_refused", "spill_huge", "early_cascade", "cascade_yielded",
-        "pressure", "pressure_left", "role_taken",
+        "pressure", "pressure_left", "role_taken", "compact_pieces", "compact_yielded",
     };
     return which >= 0 && which < TW_RARE_COUNT ? name[which] : "?";
 }

@@ -1635,18 +1635,24 @@ bool tw__wheel_next_burst(tw_service *s, uint64_t (*when)(const tw_service *, co
 #define TW_CASCADE_PIECE 4096
 
 void (*_Atomic tw__cascade_piece_hook)(size_t placed, size_t n); /* tests (internal.h) */
+void (*_Atomic tw__compact_piece_hook)(size_t placed, size_t n);  /* tests (internal.h) */
 
 static void cascade_piece_hook(const tw_wheel *w)
 {
     /* Acquire: the hook's code and data as the test set them. */
-    void (*hook)(size_t, size_t) = atomic_load_explicit(&tw__cascade_piece_hook,
-                                                        memory_order_acquire);
+    void (*hook)(size_t, size_t) = atomic_load_explicit(
+        w->cascade_keep ? &tw__compact_piece_hook : &tw__cascade_piece_hook,
+        memory_order_acquire);
     if (hook)
         hook(w->cascade_at, w->cascade.n);
 }
 
-/* Place the drain's entries relative to cur; with `yield`, stop once an
- * earlier tick's work is due. The window closes with the last entry. */
+static void keep_list(tw_service *s, size_t from, size_t to);
+static void compaction_done(tw_wheel *w);
+
+/* Place the drain's entries relative to cur (a compaction's as compaction
+ * does: keep_list); with `yield`, stop once an earlier tick's work is due.
+ * The window closes with the last entry. */
 static void cascade_pieces(tw_service *s, bool yield)
 {
     tw_wheel *w = &s->wheel;
@@ -1657,12 +1663,16 @@ static void cascade_pieces(tw_service *s, bool yield)
     tw__seg_budget(s);
     for (bool first = true; w->cascade_at < w->cascade.n; first = false) {
         if (yield && !first && tw__clock_read(s) >= earlier_work_at(s, w->cascade_tick)) {
-            tw__count_rare(s, TW_RARE_CASCADE_YIELDED);
+            tw__count_rare(s, w->cascade_keep ? TW_RARE_COMPACT_YIELDED
+                                              : TW_RARE_CASCADE_YIELDED);
             break;
         }
         size_t end = w->cascade.n - w->cascade_at < TW_CASCADE_PIECE
                          ? w->cascade.n : w->cascade_at + TW_CASCADE_PIECE;
-        claim_list(s, &w->cascade, c, w->cascade_at, end, &w->due, c + 1);
+        if (w->cascade_keep)
+            keep_list(s, w->cascade_at, end);
+        else
+            claim_list(s, &w->cascade, c, w->cascade_at, end, &w->due, c + 1);
         w->cascade_at = end;
         if (yield)
             cascade_piece_hook(w);
@@ -1670,6 +1680,8 @@ static void cascade_pieces(tw_service *s, bool yield)
     order_due(w); /* empty: every live entry is due after c */
     count_claims(s, c + 1);
     if (w->cascade_at == w->cascade.n) {
+        if (w->cascade_keep)
+            compaction_done(w);
         tw__vec_clear(&w->cascade);
         w->cascade_at = 0;
         hands_empty(w, c + 1);
@@ -1684,12 +1696,15 @@ bool tw__wheel_cascade_early(tw_service *s, uint64_t e, uint32_t l)
     uint64_t c = atomic_load_explicit(&w->cur, memory_order_relaxed);
     uint32_t sh = level_shift(w, l);
     uint32_t i = (uint32_t)((e >> sh) & (w->nslots - 1));
+    if (w->cascade.n != 0 && w->cascade_keep)
+        cascade_pieces(s, false); /* a compaction's rest (at most a slot's) first */
     if (w->cascade.n != 0 || e <= c || sh >= w->bits || next_epoch_after(w, l, i, c) != e ||
         e + (1ull << sh) - 1 - c >= (1ull << w->bits))
         return false; /* the step is next, or some would not land in level 0 yet */
     if (fault_in(s, &w->cascade, slot_entries(w, l, i), e, UINT64_MAX) != ROOM_READY)
         return true; /* an earlier tick first; the drain comes back */
     tw__count_rare(s, TW_RARE_EARLY_CASCADE);
+    w->cascade_keep = false;
     hands_full(w, c + 1); /* until the last entry is placed again (cascade_pieces) */
     occupancy_clear(w, l, i);
     for (uint32_t lane = 0; lane < w->lanes; lane++) {
@@ -1787,12 +1802,90 @@ static bool keep_entry(tw_service *s, uint64_t v, uint64_t epoch, bool growth)
     }
 }
 
+/* Compaction in pieces. A slot holding a crowd of live timers (200
+ * thousand sessions armed within a few seconds, each with an hour's
+ * timeout) costs its compaction some 65 ns an entry to place again, 13
+ * ms for the crowd, and compacted in one piece it held the cursor that
+ * long: a review's server-shaped program (those sessions, and 50 thousand
+ * request timeouts of 60 s a second, each cancelled after 1 s) saw a 12
+ * ms step about every 2 s, 0.1% of its probe timers more than 5 ms late
+ * (2026-11-30). So the running cursor takes a slot of TW_COMPACT_PIECES_MIN
+ * entries or more out whole (a copy, the slot closed only for it, the
+ * room made first as an early cascade's is) into `cascade`, reopens it
+ * for the same epoch, and places the live entries back TW_CASCADE_PIECE
+ * at a time, giving the cursor back between pieces once a tick's work is
+ * due, as an early cascade does (cascade_pieces): every live entry of a
+ * slot whose epoch is after the next tick is due at that epoch or later
+ * (placement puts a timer due at k in a slot whose epoch is at most k),
+ * so the step to that epoch places what is left first, and the window
+ * for tw_next_due stays open over them meanwhile. Where no step comes
+ * (`next`: a paused cursor, a MANUAL service, a callback's compaction;
+ * past the back-pressure line) a slot is still taken in one piece. */
+#define TW_COMPACT_PIECES_MIN 16384
+
+enum { COMPACT_ON = 0, COMPACT_AGAIN = 1, COMPACT_STOP = 2 };
+
+static void keep_list(tw_service *s, size_t from, size_t to)
+{
+    tw_wheel *w = &s->wheel;
+    for (size_t n = from; n < to; n++) {
+        if (n + TAKE_AHEAD < to) {
+            tw_record *ahead = tw__rec(&s->rec, (uint32_t)w->cascade.v[n + TAKE_AHEAD]);
+            if (ahead)
+                tw__prefetch_for_write(ahead);
+        }
+        w->cascade_kept += keep_entry(s, w->cascade.v[n], w->cascade_tick, w->cascade_growth);
+    }
+}
+
+/* Its live entries, placed back, mark the slot as grown again (to be
+ * looked at again: what they leave behind later), unless its last
+ * compaction took nothing out either. Marked every time, a slot holding
+ * a crowd of live timers was compacted on every loop of the cursor,
+ * taking nothing out (a review's program, 2026-11-30: 200 thousand
+ * sessions in one slot beside 250 thousand cancelled timers spread thin,
+ * 30 million positions compacted a second, a whole core, timers 14 ms
+ * late; a MANUAL tw_advance of one tick took 7 ms). Producers that fill
+ * it to a new segment mark it again; a drain starts it afresh. */
+static void barren_set(tw_wheel *w, uint32_t l, uint32_t i, bool barren)
+{
+    uint64_t *word = &w->barren[(size_t)l * w->occ_words + i / 64];
+    uint64_t bit = 1ull << (i % 64);
+    *word = barren ? *word | bit : *word & ~bit;
+}
+
+static bool barren_of(const tw_wheel *w, uint32_t l, uint32_t i)
+{
+    return (w->barren[(size_t)l * w->occ_words + i / 64] >> (i % 64)) & 1;
+}
+
+static void compaction_done(tw_wheel *w)
+{
+    barren_set(w, w->cascade_level, w->cascade_slot, w->cascade_kept == w->cascade.n);
+}
+
+/* Room in `cascade` for a slot of n entries, made before the slot is
+ * closed; COMPACT_AGAIN while the list holds another drain's rest or a
+ * tick's work came due first (the room made so far stays). */
+static int pieces_room(tw_service *s, uint64_t epoch, uint64_t n)
+{
+    tw_wheel *w = &s->wheel;
+    if (w->cascade.n != 0)
+        return COMPACT_AGAIN;
+    return fault_in(s, &w->cascade, n, epoch, UINT64_MAX) == ROOM_READY ? COMPACT_ON
+                                                                         : COMPACT_AGAIN;
+}
+
 /* Compact slot i of level l, every lane of it (they share an occupancy
  * bit), if it holds anything and is not about to drain anyway (`next`:
  * the next tick's slots too, which no step drains while the cursor is
  * paused or a MANUAL service's loop does not advance: back-pressure).
- * Returns the positions it took out. */
-static uint32_t compact_one(tw_service *s, uint32_t l, uint32_t i, uint64_t c, bool next)
+ * `pieces_ok`: the running cursor's compaction, which may go in pieces
+ * (above). Returns the positions it took out; *stop: COMPACT_AGAIN if it
+ * took none and wants to come back to this slot, COMPACT_STOP if its
+ * pieces gave the cursor back. */
+static uint32_t compact_one(tw_service *s, uint32_t l, uint32_t i, uint64_t c, bool next,
+                            bool pieces_ok, int *stop)
 {
     tw_wheel *w = &s->wheel;
     uint64_t held = 0;
@@ -1806,32 +1899,39 @@ static uint32_t compact_one(tw_service *s, uint32_t l, uint32_t i, uint64_t c, b
     if (held == 0 || (!next && next_epoch_after(w, l, i, c) <= c + 1))
         return 0; /* empty, or the next step drains it */
     uint64_t epoch = next_epoch_after(w, l, i, c);
+    uint64_t count = pieces_ok && !next ? slot_entries(w, l, i) : 0;
+    bool pieces = count >= TW_COMPACT_PIECES_MIN;
+    if (pieces && (*stop = pieces_room(s, epoch, count)) != COMPACT_ON)
+        return 0;
+    tw_vec *into = pieces ? &w->cascade : &w->taken;
+    bool growth = !barren_of(w, l, i); /* read before occupancy_clear clears it */
     uint32_t n = 0;
-    uint64_t *barren = &w->barren[(size_t)l * w->occ_words + i / 64];
-    uint64_t bit = 1ull << (i % 64);
-    bool growth = !(*barren & bit); /* read before occupancy_clear clears it */
-    tw__vec_clear(&w->taken);
-    hands_full(w, c + 1);
+    tw__vec_clear(into);
+    hands_full(w, c + 1); /* pieces: until the last is placed back (cascade_pieces) */
     occupancy_clear(w, l, i); /* set again by the entries placed back */
     for (uint32_t lane = 0; lane < w->lanes; lane++) {
         tw_slot *sl = slot_at(w, l, i, lane);
-        n += tw__slot_compact(sl, w->cap, &w->taken, &w->segs);
+        n += tw__slot_compact(sl, w->cap, into, &w->segs);
         kept_mark(w, sl, l, i); /* its entries may all be dead: no drain then */
     }
     count_removed(w, n);
-    /* Its live entries, placed back, mark it as grown again (to be looked
-     * at again: what they leave behind later), unless its last compaction
-     * took nothing out either. Marked every time, a slot holding a crowd
-     * of live timers was compacted on every loop of the cursor, taking
-     * nothing out (a review's program, 2026-11-30: 200 thousand sessions
-     * in one slot beside 250 thousand cancelled timers spread thin, 30
-     * million positions compacted a second, a whole core, timers 14 ms
-     * late; a MANUAL tw_advance of one tick took 7 ms). Producers that
-     * fill it to a new segment mark it again; a drain starts it afresh. */
+    if (pieces) {
+        tw__count_rare(s, TW_RARE_COMPACT_PIECES);
+        w->cascade_keep = true;
+        w->cascade_growth = growth;
+        w->cascade_level = l;
+        w->cascade_slot = i;
+        w->cascade_kept = 0;
+        w->cascade_tick = epoch;
+        w->cascade_at = 0;
+        cascade_pieces(s, true);
+        *stop = w->cascade.n != 0 ? COMPACT_STOP : COMPACT_ON;
+        return n;
+    }
     size_t kept = 0;
     for (size_t j = 0; j < w->taken.n; j++)
         kept += keep_entry(s, w->taken.v[j], epoch, growth);
-    *barren = kept == w->taken.n ? *barren | bit : *barren & ~bit;
+    barren_set(w, l, i, kept == w->taken.n);
     tw__vec_clear(&w->taken); /* empty outside steps (tw__role_give) */
     hands_empty(w, c + 1);
     return n;
@@ -1850,26 +1950,28 @@ static bool role_wanted(tw_service *s);
 /* Compact the slots producers marked as grown (grew_mark), while left
  * behind entries are at least half of the wheel's: the growth is theirs
  * then, not a burst of live timers (which compaction would only move). */
-static uint64_t compact_grown(tw_service *s, uint64_t c)
+static uint64_t compact_grown(tw_service *s, uint64_t c, bool pieces_ok, int *stop)
 {
     tw_wheel *w = &s->wheel;
     uint64_t done = 0;
     for (uint32_t l = 0; l < w->levels; l++) {
         for (uint32_t k = 0; k < w->occ_words; k++) {
+            _Atomic uint64_t *word = &w->grew[(size_t)l * w->occ_words + k];
             /* Relaxed: see grew_mark. */
-            uint64_t bits = atomic_exchange_explicit(&w->grew[(size_t)l * w->occ_words + k], 0,
-                                                     memory_order_relaxed);
+            uint64_t bits = atomic_exchange_explicit(word, 0, memory_order_relaxed);
             while (bits) {
-                if (role_wanted(s)) {
+                if (*stop != COMPACT_ON || role_wanted(s)) {
                     /* Relaxed: as above; the marks not taken, for the
-                     * drainer that wants the role. */
-                    atomic_fetch_or_explicit(&w->grew[(size_t)l * w->occ_words + k], bits,
-                                             memory_order_relaxed);
+                     * next round (the cursor has a tick to step to, or
+                     * the drainer wants the role). */
+                    atomic_fetch_or_explicit(word, bits, memory_order_relaxed);
+                    *stop = *stop == COMPACT_ON ? COMPACT_STOP : *stop;
                     return done;
                 }
                 uint32_t i = k * 64 + (uint32_t)__builtin_ctzll(bits);
-                bits &= bits - 1;
-                done += compact_one(s, l, i, c, false);
+                done += compact_one(s, l, i, c, false, pieces_ok, stop);
+                if (*stop != COMPACT_AGAIN)
+                    bits &= bits - 1; /* else it stays marked, for the next round */
             }
         }
     }
@@ -2034,13 +2136,19 @@ static bool compact_round_now(tw_service *s, bool alone)
     uint64_t pending = tw__pending(s);
     /* Relaxed: only the drainer writes cur. */
     uint64_t c = atomic_load_explicit(&w->cur, memory_order_relaxed);
+    int stop = COMPACT_ON;
+    /* In pieces only where a cursor comes back for them: not while it is
+     * paused or in a callback, not in tw_advance (no cursor). */
+    bool pieces_ok = !alone && s->cfg.clock == TW_CLOCK_MONOTONIC;
     if (entries > 2 * pending) {
         tw__seg_budget(s); /* compaction gives segments back, as drains do */
-        uint64_t grown = compact_grown(s, c);
+        uint64_t grown = compact_grown(s, c, pieces_ok, &stop);
         w->compacted += grown;
         entries -= grown < entries ? grown : entries;
     }
     uint64_t allowed = 2 * pending + w->compact_slack;
+    if (stop != COMPACT_ON)
+        return true; /* pieces wait, or a slot's room: after the tick */
     if (entries <= allowed)
         return false;
     bool all = alone || entries > tw__wheel_pressure_line(s, pending);
@@ -2055,10 +2163,17 @@ static bool compact_round_now(tw_service *s, bool alone)
     size_t total = (size_t)w->levels * w->nslots;
     for (size_t seen = 0; seen < total && done < budget && !role_wanted(s); seen++) {
         size_t k = w->compact_at;
-        done += compact_one(s, (uint32_t)(k / w->nslots), (uint32_t)(k % w->nslots), c, next);
+        done += compact_one(s, (uint32_t)(k / w->nslots), (uint32_t)(k % w->nslots), c, next,
+                            pieces_ok, &stop);
+        if (stop == COMPACT_AGAIN)
+            break; /* this slot again, next round */
         w->compact_at = (k + 1) % total;
+        if (stop == COMPACT_STOP)
+            break;
     }
     w->compacted += done;
+    if (stop != COMPACT_ON)
+        return true;
     return entries > done && entries - done > allowed && done + late > 0;
 }
 
