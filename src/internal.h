@@ -1180,6 +1180,8 @@ typedef struct tw_worker {
     uint32_t probe_in;           /* its own: watches until the next probe */
     bool waited;                 /* its own: a run of its batch waited for a
                                     deadline (its timing is no measure) */
+    bool watching;               /* its own: it holds one of the pool's watch
+                                    places (workers.c, "Joining") */
     /* Units of max_timers its batches' one-shots gave back (workers.c,
      * run_batch; given: its batches alone write it), on a line of its own:
      * sweepers read it, watchers read the line above. */
@@ -1220,6 +1222,10 @@ typedef struct tw_pool {
                                     read races, for TSan, with the dequeue's
                                     plain store to the head) */
     _Atomic uint32_t sleepers;   /* workers in (or going into) futex_wait */
+    _Atomic uint32_t watchers;   /* workers holding a watch place (workers.c,
+                                    "Joining") ... */
+    uint32_t watch_places;       /* ... at most this many: the CPUs the pool may
+                                    run on; set before the first worker starts */
     _Atomic bool quit;
     _Atomic int32_t quit_seq;    /* futex word: bumped when the pool quits
                                     (wakes workers waiting for a deadline) */

@@ -148,6 +148,67 @@ static void two_blockers_three_workers(void **state)
     run_blockers(3, 10, 2);
 }
 
+/* A pool wider than the CPUs: at most as many watch at once as there are
+ * CPUs (workers.c, "Joining"); a watcher that joins leaves its place
+ * before it runs what it joined, so each of eleven blockers in one batch
+ * still gets its own worker, one after the other. Planted (the place kept
+ * while it runs: a blocked joiner held it): 3 of 12 ran. */
+static void eleven_blockers_on_a_pool_wider_than_the_cpus(void **state)
+{
+    (void)state;
+    run_blockers(16, 12, 11);
+}
+
+/* Callbacks that spin 100 us each, 20 thousand due over 200 ms on a pool
+ * of 64 workers: the pool is busy throughout, batches wait, and every
+ * woken worker would watch. At most as many watch at once as there are
+ * CPUs (before 2026-11-30 every woken worker watched, each looking at
+ * every worker each watch: with 512 workers on 2 CPUs both were full at
+ * 100 thousand timers a second). Every timer runs once. Planted (no
+ * bound): more watchers than CPUs. */
+static atomic_int g_spun;
+
+static void spin_100us(tw_timer t, void *arg)
+{
+    (void)t;
+    (void)arg;
+    uint64_t until = mono() + 100 * T_US;
+    while (mono() < until) {
+    }
+    atomic_fetch_add(&g_spun, 1);
+}
+
+static void watchers_stay_within_the_cpus(void **state)
+{
+    (void)state;
+    enum { TIMERS = 20000 };
+    tw_config cfg;
+    tw_config_init(&cfg);
+    cfg.workers = 64;
+    tw_service *s = t_service_cfg(&cfg);
+    atomic_store(&g_spun, 0);
+    for (int i = 0; i < TIMERS; i++)
+        ASSERT_RC(tw_schedule(s, (uint64_t)(i % 200) * T_MS, spin_100us, NULL, NULL), TW_OK);
+    uint32_t most = 0;
+    uint64_t give_up = mono() + 60 * T_S;
+    while (atomic_load(&g_spun) < TIMERS && mono() < give_up) {
+        uint32_t n = atomic_load(&s->pool.watchers);
+        most = n > most ? n : most;
+        t_sleep_ns(20 * T_US);
+    }
+    cpu_set_t mine;
+    assert_int_equal(sched_getaffinity(0, sizeof mine, &mine), 0);
+    uint32_t cpus = (uint32_t)CPU_COUNT(&mine);
+    print_message("      64 workers on %u CPUs: at most %u watching; %d of %d ran\n", cpus, most,
+                  atomic_load(&g_spun), TIMERS);
+    assert_int_equal(atomic_load(&g_spun), TIMERS);
+    assert_true(most <= cpus);
+    tw_stats st;
+    t_stats(s, &st);
+    assert_int_equal(st.fired, TIMERS);
+    tw_destroy(s);
+}
+
 /* One worker, one blocker: its batch-mate waits, as every worker is busy;
  * it runs once the blocker returns, exactly once. */
 static void one_worker_waits_for_the_blocker(void **state)
@@ -1723,6 +1784,8 @@ int main(void)
         cmocka_unit_test_teardown(blocked_callback_does_not_hold_its_batch_mate, reset_after),
         cmocka_unit_test_teardown(blocked_callback_does_not_hold_a_batch, reset_after),
         cmocka_unit_test_teardown(two_blockers_three_workers, reset_after),
+        cmocka_unit_test_teardown(eleven_blockers_on_a_pool_wider_than_the_cpus, reset_after),
+        cmocka_unit_test_teardown(watchers_stay_within_the_cpus, reset_after),
         cmocka_unit_test_teardown(one_worker_waits_for_the_blocker, reset_after),
         cmocka_unit_test_teardown(stealing_runs_each_timer_once, reset_after),
         cmocka_unit_test_teardown(a_worker_joins_a_stuck_one, reset_after),
