@@ -44,16 +44,20 @@
  * wait for the drainer: an arming or move that finds the wheel holding more
  * than twice its compaction allowance (about twice the pending timers plus
  * two entries a slot) plus 2^18 entries compacts itself, under the
- * drainer's lock (tried, never waited for), whenever the drainer is away
- * (a MANUAL service with no tw_advance under way; a drainer, the cursor
- * or tw_advance, running callbacks itself), and else
- * waits (yielding) until the cursor has compacted, paused or not:
- * producers that leave entries behind faster than anybody drains (more
- * busy threads than cores; an event loop that does not advance; a long
- * callback inside tw_advance) pay for them, every callback too, the
- * drainer's own included. A wait that makes no progress for about 0.1 s
- * goes on without it, and no arming waits again until the drainer has
- * taken something out. tw_wake_fd, tw_now,
+ * drainer's lock (tried, never waited for), where it may: with the MANUAL
+ * clock, whenever no tw_advance is under way or the one under way runs
+ * callbacks; with MONOTONIC, in a callback the cursor runs itself
+ * (workers = 0). Else it waits (yielding) until the cursor has compacted,
+ * paused or not: producers that leave entries behind faster than anybody
+ * drains (more busy threads than cores; an event loop that does not
+ * advance; a long callback inside tw_advance) pay for them, every
+ * callback too, the drainer's own included. The cursor never waits for a
+ * producer; a tw_advance may wait for one that compacts, until it
+ * finishes the slot it is at. A wait that makes no progress for about
+ * 0.1 s goes on without it (a long callback on the cursor with workers =
+ * 0 holds the other producers' compaction so: README, Limits), and no
+ * arming waits again until the drainer has taken something out.
+ * tw_wake_fd, tw_now,
  * tw_stats_get and tw_resume take no lock either; tw_pause and
  * tw_foreach_pending take none but may wait a few instructions for another
  * thread (a runner about to start a callback; a move of the timer being

@@ -450,10 +450,6 @@ static void *cursor_main(void *arg)
     /* With workers = 0 (or no memory for a batch) the cursor runs
      * callbacks: it passes the pause gate as a worker does (pause.c). */
     tw__gate_bind(&s->cursor_starting, &s->wake_seq, &s->cursor_quit);
-    /* The drainer role, given up only while it runs callbacks itself
-     * (tw__deliver), so that they, and producers meanwhile, can compact
-     * (wheel.c, the drainer role). */
-    tw__role_take(s);
     while (!quitting(s)) {
         if (tw__clock_paused(s)) {
             /* Seq_cst: read the word, then the state (tw_resume changes
@@ -516,7 +512,6 @@ static void *cursor_main(void *arg)
             cursor_sleep(s, cur, now);
         }
     }
-    tw__role_give(s);
     return NULL;
 }
 

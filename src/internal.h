@@ -1025,11 +1025,17 @@ uint64_t tw__wheel_entries_estimate(tw_service *s);
 void tw__wheel_pressure(tw_service *s);
 /* The line: twice compaction's allowance for `pending`, plus TW_PRESSURE_MIN. */
 uint64_t tw__wheel_pressure_line(tw_service *s, uint64_t pending);
-/* The drainer role (wheel.c): the cursor thread and tw_advance hold it but
- * while they run callbacks themselves (tw__deliver); tw_stop takes it
- * for its sweep. Taken this way it waits out a producer's compaction. */
-void tw__role_take(tw_service *s);
-void tw__role_give(tw_service *s);
+/* The drainer lends its state around the callbacks it runs itself
+ * (tw__deliver), so that they, and with MANUAL other producers, compact
+ * (wheel.c, the drainer role); reclaim waits out a producer's compaction
+ * (MANUAL). */
+void tw__drainer_lend(tw_service *s);
+void tw__drainer_reclaim(tw_service *s);
+/* The cursor held at the pause gate with callbacks of its list still to
+ * run (workers = 0; pause.c), its role given up for them: past the
+ * back-pressure line it compacts there, as the paused cursor does
+ * (guarantees 6 and 9); nobody else may (wheel.c, the drainer role). */
+void tw__wheel_compact_at_gate(tw_service *s);
 static inline void tw__pressure_count(tw_service *s); /* below tw__stripe */
 /* A tick at or before the due tick of every pending timer (UINT64_MAX:
  * none), exact as tw_next_due's contract says. Any thread, no lock. */
@@ -1479,10 +1485,13 @@ struct tw_service {
                                      time (pause.c); read on every clock read */
     _Atomic int stop_state;    /* TW_RUN, TW_STOPPING, TW_STOPPED; seq_cst */
     pthread_mutex_t drain_lock;/* serialises tw_advance callers and stop's sweep */
-    pthread_mutex_t role_lock; /* the drainer role: the wheel's drainer-private
-                                  state (wheel.c, the drainer role) */
-    _Atomic uint32_t role_wanted; /* a drainer waits for role_lock: its
-                                     holder stops compacting */
+    pthread_mutex_t role_lock; /* MANUAL: a producer compacting with the
+                                  drainer's state lent (wheel.c, the
+                                  drainer role) */
+    _Atomic uint32_t role_lendable; /* MANUAL: tw_advance runs callbacks */
+    _Atomic uint32_t role_lent;  /* MANUAL: a producer holds role_lock */
+    _Atomic uint32_t role_wanted; /* a drainer waits for a compacting
+                                     producer: it stops at its next slot */
     pthread_mutex_t stop_lock; /* serialises tw_stop callers */
 
     /* Cursor thread (MONOTONIC). */

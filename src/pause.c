@@ -51,8 +51,17 @@ static bool gate_wait(tw_service *s)
     /* Acquire: pairs with the quit flag's release store. */
     if (atomic_load_explicit(tw__gate.quit, memory_order_acquire))
         return false;
-    if (tw__clock_paused(s))
-        futex_async((int32_t *)tw__gate.word, FUTEX_WAIT, seq, NULL, NULL, 0);
+    if (!tw__clock_paused(s))
+        return true;
+    /* The cursor (workers = 0) waits here half way through a list of
+     * callbacks: what producers leave meanwhile is compacted here, as the
+     * paused cursor's loop does (a producer under back-pressure wakes us:
+     * its bump ends the wait). Before (2026-11-30) a pause that came while
+     * the cursor ran a list left every arm-and-cancel's entry until
+     * tw_resume (a review's program: 20M calls, 166 MB). */
+    if (tw__gate.word == &s->wake_seq)
+        tw__wheel_compact_at_gate(s);
+    futex_async((int32_t *)tw__gate.word, FUTEX_WAIT, seq, NULL, NULL, 0);
     return true;
 }
 

@@ -683,6 +683,8 @@ int tw_create(const tw_config *cfg, tw_service **out)
     pthread_mutex_init(&s->role_lock, NULL);
     pthread_mutex_init(&s->stop_lock, NULL);
     atomic_init(&s->role_wanted, 0);
+    atomic_init(&s->role_lendable, 0);
+    atomic_init(&s->role_lent, 0);
     atomic_init(&s->stop_state, TW_RUN);
     atomic_init(&s->manual_now, 0);
     atomic_init(&s->clock_state, 0);
@@ -1410,9 +1412,14 @@ int tw_advance(tw_service *s, uint64_t now_ns)
     int wrc = tw__wait_begin(s, TW_WAIT_DRAIN, 0, &outer);
     if (wrc != TW_OK)
         return wrc;
-    pthread_mutex_lock(&s->drain_lock);
+    if (pthread_mutex_trylock(&s->drain_lock) != 0) {
+        /* Relaxed: a hint for a producer compacting under the lock: it
+         * stops at its next slot (wheel.c, the drainer role). */
+        atomic_store_explicit(&s->role_wanted, 1, memory_order_relaxed);
+        pthread_mutex_lock(&s->drain_lock);
+        atomic_store_explicit(&s->role_wanted, 0, memory_order_relaxed);
+    }
     tw__wait_end(&outer);
-    tw__role_take(s); /* given up while it runs callbacks (tw__deliver) */
     int rc = TW_OK;
     /* Relaxed: the drain lock orders the advancing threads. */
     if (tw__stopping(s))
@@ -1440,7 +1447,6 @@ int tw_advance(tw_service *s, uint64_t now_ns)
             (void)tw__seg_settle(s);
         tw__unhold(&held);
     }
-    tw__role_give(s);
     pthread_mutex_unlock(&s->drain_lock);
     return rc;
 }
@@ -1632,11 +1638,9 @@ int tw_stop(tw_service *s, tw_callback on_pending)
     tw__pool_stopping(s); /* runners waiting for a deadline give it up */
     tw__cursor_quit(s);
     pthread_mutex_lock(&s->drain_lock); /* waits out a running tw_advance */
-    tw__role_take(s); /* and a producer's compaction (wheel.c) */
     sweep(s, on_pending);
     tw__pool_quit(s);
     atomic_store_explicit(&s->stop_state, TW_STOPPED, memory_order_seq_cst);
-    tw__role_give(s);
     pthread_mutex_unlock(&s->drain_lock);
     pthread_mutex_unlock(&s->stop_lock);
     tw__unhold(&held);

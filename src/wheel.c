@@ -1932,7 +1932,7 @@ static uint32_t compact_one(tw_service *s, uint32_t l, uint32_t i, uint64_t c, b
     for (size_t j = 0; j < w->taken.n; j++)
         kept += keep_entry(s, w->taken.v[j], epoch, growth);
     barren_set(w, l, i, kept == w->taken.n);
-    tw__vec_clear(&w->taken); /* empty outside steps (tw__role_give) */
+    tw__vec_clear(&w->taken); /* empty outside steps (tw__drainer_lend) */
     hands_empty(w, c + 1);
     return n;
 }
@@ -2207,19 +2207,32 @@ bool tw__wheel_maintain_alone(tw_service *s)
 /*
  * The wheel's drainer-private state (the step's lists, compaction's round
  * robin and marks, hands_held, the segments' retire lists) belongs to the
- * holder of role_lock: the cursor thread (MONOTONIC) or the thread inside
- * tw_advance (MANUAL), but while it runs callbacks itself (workers.c,
- * tw__deliver: workers = 0, or no memory for a batch), and tw_stop for
- * its sweep. A producer under back-pressure (below) that finds the role
- * free takes it, never waiting, compacts, and gives it back: with the
- * MANUAL clock any producer (a tw_advance that finds the role taken says
- * so, role_wanted, and waits for the round's current slot at most); with
- * MONOTONIC only the cursor's own callbacks, since the cursor never waits
- * for a producer (guarantee 4; may_take_role). Callbacks run between
- * steps: nothing of a step is in flight then (`taken` is empty, which
- * tw__role_give checks; a suspended claim's rest waits in `stash`, a
- * cascade's in `cascade`, neither of which compaction touches), so
- * compaction may run as it does between the cursor's loops.
+ * drainer: the cursor thread (MONOTONIC), or the thread inside tw_advance
+ * under the drain lock (MANUAL), or a MANUAL producer that took the drain
+ * lock (trylock) to compact while no tw_advance was under way. While the
+ * drainer runs callbacks itself (workers.c, tw__deliver: workers = 0, or
+ * no memory for a batch) it lends its state, so that what they arm and
+ * cancel is compacted meanwhile:
+ *   - MONOTONIC: only the cursor's own callbacks compact (and the cursor
+ *     held at the pause gate: tw__wheel_compact_at_gate), on the cursor's
+ *     thread, so no lock is needed: the cursor never waits for a producer
+ *     (guarantee 4), and would, for one stopped half-way through a slot.
+ *   - MANUAL: tw_advance shows the state lendable; any producer under
+ *     back-pressure (its own callbacks included) takes role_lock
+ *     (trylock), shows itself (role_lent), and compacts if the state is
+ *     still lendable. tw_advance, its callbacks done, takes the state back
+ *     and, if a producer shows itself, says so (role_wanted: it stops at
+ *     its next slot) and waits for it on role_lock. Both sides store their
+ *     word, then load the other's (seq_cst): either the producer sees the
+ *     state reclaimed, or tw_advance sees the producer and waits for it;
+ *     role_lock's unlock and lock order the compaction before the step.
+ * An advance that runs no callback lends nothing and pays nothing (a lock
+ * and unlock of role_lock on every advance cost 6-9% of a small
+ * tw_advance: a review, 2026-11-30). Callbacks run between steps: nothing
+ * of a step is in flight then (`taken` is empty, which tw__drainer_lend
+ * checks; a suspended claim's rest waits in `stash`, a cascade's or a
+ * compaction's in `cascade`, neither of which compaction of another slot
+ * touches), so compaction may run as it does between the cursor's loops.
  *
  * Before (2026-11-30), the drainer kept its state while it ran callbacks,
  * so nobody could compact meanwhile: a callback inside tw_advance, or on
@@ -2234,30 +2247,38 @@ bool tw__wheel_maintain_alone(tw_service *s)
  */
 static bool role_wanted(tw_service *s)
 {
-    /* Relaxed: a hint; the mutex orders the role's state. */
+    /* Relaxed: a hint; role_lock orders the state. */
     return atomic_load_explicit(&s->role_wanted, memory_order_relaxed) != 0;
 }
 
-void tw__role_take(tw_service *s)
-{
-    if (pthread_mutex_trylock(&s->role_lock) == 0)
-        return;
-    /* Relaxed: a hint for the holder, a producer compacting (its rounds
-     * stop between slots); only drainers block here, one at a time
-     * (tw_advance and tw_stop under the drain lock, the cursor alone). */
-    atomic_store_explicit(&s->role_wanted, 1, memory_order_relaxed);
-    pthread_mutex_lock(&s->role_lock);
-    atomic_store_explicit(&s->role_wanted, 0, memory_order_relaxed);
-}
-
-void tw__role_give(tw_service *s)
+void tw__drainer_lend(tw_service *s)
 {
     if (s->wheel.taken.n != 0) {
         /* Compaction's use of it would lose a step's entries: a bug. */
-        fputs("timerwheel: the drainer role given up in the middle of a step\n", stderr);
+        fputs("timerwheel: the drainer's state lent in the middle of a step\n", stderr);
         abort();
     }
+    if (s->cfg.clock != TW_CLOCK_MANUAL)
+        return; /* the cursor's own callbacks compact on its thread */
+    /* Release: a producer that sees it (seq_cst load) sees the state as
+     * the step left it. */
+    atomic_store_explicit(&s->role_lendable, 1, memory_order_release);
+}
+
+void tw__drainer_reclaim(tw_service *s)
+{
+    if (s->cfg.clock != TW_CLOCK_MANUAL)
+        return;
+    /* Seq_cst: our store, then our look at role_lent, against a producer's
+     * store to role_lent and look at role_lendable (see above). */
+    atomic_store_explicit(&s->role_lendable, 0, memory_order_seq_cst);
+    if (atomic_load_explicit(&s->role_lent, memory_order_seq_cst) == 0)
+        return;
+    /* Relaxed: a hint for the producer's rounds (role_wanted). */
+    atomic_store_explicit(&s->role_wanted, 1, memory_order_relaxed);
+    pthread_mutex_lock(&s->role_lock); /* its compaction happens before */
     pthread_mutex_unlock(&s->role_lock);
+    atomic_store_explicit(&s->role_wanted, 0, memory_order_relaxed);
 }
 
 /* ---- back-pressure (producers) --------------------------------------------- */
@@ -2314,31 +2335,57 @@ static uint64_t removed_now(tw_service *s)
     return atomic_load_explicit(&s->wheel.removed, memory_order_relaxed);
 }
 
-/* Whether this thread may take the drainer role: with the MANUAL clock,
- * any; with MONOTONIC, only the cursor, in a callback it runs itself. The
- * cursor never waits for a producer (guarantee 4): one stopped half-way
- * through a compaction would hold it for good. */
-static bool may_take_role(tw_service *s)
+/* Rounds of compaction as the drainer with no step to come meanwhile,
+ * to within the allowance, or until a drainer wants its state back
+ * (rounds are bounded: compact_round); then the segments it detached. */
+static void compact_rounds_alone(tw_service *s)
 {
-    return s->cfg.clock == TW_CLOCK_MANUAL ||
-           (tw__in_callback_of(s) && tw__worker_mine == NULL);
-}
-
-/* The drainer role if free (never waited for), and compaction to within
- * the allowance, or until a drainer wants the role back (rounds are
- * bounded: compact_round), as a drainer with no step to come meanwhile
- * (the holder is away: no tw_advance under way, or the drainer runs
- * callbacks). False if it may not, or another thread holds the role. */
-static bool compact_in_role(tw_service *s)
-{
-    if (!may_take_role(s) || pthread_mutex_trylock(&s->role_lock) != 0)
-        return false;
-    tw__count_rare(s, TW_RARE_ROLE_TAKEN);
     while (!tw__stopping(s) && !role_wanted(s) && compact_round(s, true))
         ;
-    (void)tw__seg_settle(s); /* the segments it detached, as tw_advance's end */
+    (void)tw__seg_settle(s); /* as tw_advance's end */
+}
+
+/* MANUAL: as the drainer, if no tw_advance is under way (the drain lock,
+ * tried), or the one under way lends its state (its callbacks run). */
+static bool compact_manual(tw_service *s)
+{
+    if (pthread_mutex_trylock(&s->drain_lock) == 0) {
+        compact_rounds_alone(s);
+        pthread_mutex_unlock(&s->drain_lock);
+        return true;
+    }
+    if (pthread_mutex_trylock(&s->role_lock) != 0)
+        return false;
+    /* Seq_cst: against tw__drainer_reclaim (the drainer role, above). */
+    atomic_store_explicit(&s->role_lent, 1, memory_order_seq_cst);
+    bool lent = atomic_load_explicit(&s->role_lendable, memory_order_seq_cst) != 0;
+    if (lent) {
+        tw__count_rare(s, TW_RARE_ROLE_TAKEN);
+        compact_rounds_alone(s);
+    }
+    /* Release: a reclaim that reads 0 from it sees our compaction. */
+    atomic_store_explicit(&s->role_lent, 0, memory_order_release);
     pthread_mutex_unlock(&s->role_lock);
+    return lent;
+}
+
+/* Compaction by a producer under back-pressure, where it may (the drainer
+ * role, above). False if it may not now. */
+static bool compact_in_role(tw_service *s)
+{
+    if (s->cfg.clock == TW_CLOCK_MANUAL)
+        return compact_manual(s);
+    if (!tw__in_callback_of(s) || tw__worker_mine != NULL)
+        return false; /* not the cursor's own callback */
+    tw__count_rare(s, TW_RARE_ROLE_TAKEN);
+    compact_rounds_alone(s);
     return true;
+}
+
+void tw__wheel_compact_at_gate(tw_service *s)
+{
+    if (tw__wheel_pressed(s))
+        compact_rounds_alone(s); /* the cursor's thread: its state (above) */
 }
 
 /* Inside the drainer's own code: tw_advance or tw_stop of s, outside the

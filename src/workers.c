@@ -1429,32 +1429,33 @@ static size_t hand_out(tw_service *s, tw_run *r, size_t n)
 }
 
 /* No memory for a batch (or a run): the drainer runs pairs [i, n) itself,
- * TW_BATCH at a time, so that no due timer is lost; the drainer role
- * given up meanwhile, as for inline runs. */
+ * TW_BATCH at a time, so that no due timer is lost; its state lent
+ * meanwhile, as for inline runs. */
 static void run_rest_here(tw_service *s, const uint64_t *pairs, size_t i, size_t n)
 {
     if (i == n)
         return;
-    tw__role_give(s);
+    tw__drainer_lend(s);
     while (i < n) {
         size_t take = n - i < TW_BATCH ? n - i : TW_BATCH;
         run_here(s, pairs + 2 * i, take);
         i += take;
     }
-    tw__role_take(s);
+    tw__drainer_reclaim(s);
 }
 
-/* The drainer runs callbacks without the drainer role (wheel.c): what
- * they arm and cancel is compacted meanwhile, by themselves or by other
- * producers, under back-pressure. The list they run from (the due list,
- * or a run's copy) is not the role's: compaction leaves it alone. */
+/* The drainer lends its state while it runs callbacks (wheel.c, the
+ * drainer role): what they arm and cancel is compacted meanwhile, by
+ * themselves or (MANUAL) by other producers, under back-pressure. The
+ * list they run from (the due list, or a run's copy) is not lent:
+ * compaction leaves it alone. */
 static void run_inline_unheld(tw_service *s, tw_vec *due, size_t n)
 {
     if (n == 0)
         return;
-    tw__role_give(s);
+    tw__drainer_lend(s);
     run_inline(s, due->v, n);
-    tw__role_take(s);
+    tw__drainer_reclaim(s);
 }
 
 void tw__deliver(tw_service *s)

@@ -25,12 +25,14 @@
  *   mode 6  MONOTONIC, workers = 0: the cursor runs the callbacks, and a
  *           timer due every tick arms and cancels a batch of its own (the
  *           drainer's own callback pays), every 16th run going on until
- *           the drainer role was taken to compact (wheel.c) or a second
- *           passed: the callback compacts itself, the producers beside it
- *           wait for that, and the cursor takes the role back after it
- *           (before 2026-11-30 the drainer kept the role while it ran
- *           callbacks, and such a callback grew the wheel until it
- *           returned);
+ *           the drainer role was taken to compact (wheel.c) or 10 s
+ *           passed: the callback compacts itself, and the cursor takes
+ *           the role back after it (before 2026-11-30 the drainer kept the
+ *           role while it ran callbacks, and such a callback grew the
+ *           wheel until it returned). The producers stand aside during
+ *           those long runs: beside a long callback on the cursor they
+ *           would wait 0.1 s, then leave their entries until it returns
+ *           (README, Limits);
  *   mode 7  as mode 6 with the MANUAL clock: a thread advances it a tick
  *           a millisecond, its tw_advance running the driver's callbacks,
  *           and the producers too take the role beside them.
@@ -65,10 +67,13 @@ static void fired(tw_timer t, void *arg)
     atomic_fetch_add(&g_fired, 1);
 }
 
-static void arm_and_cancel(st_rng *r)
+/* `at_once`: due at once (the driver's: nothing runs while its callback
+ * does, and such timers are placed by the caller, never logged: defer.c). */
+static void arm_and_cancel_as(st_rng *r, bool at_once)
 {
     tw_timer x;
-    uint64_t delay = g_near ? g_near_at - st_below(r, g_near_spread) : 3600 * TW_SEC;
+    uint64_t delay = at_once ? 0 : g_near ? g_near_at - st_below(r, g_near_spread)
+                                          : 3600 * TW_SEC;
     int rc = tw_schedule(g_s, delay, fired, NULL, &x);
     if (rc != TW_OK) {
         st_fail("tw_schedule: %s", tw_strerror(rc));
@@ -82,14 +87,20 @@ static void arm_and_cancel(st_rng *r)
         atomic_fetch_add_explicit(&g_cancelled, 1, memory_order_relaxed);
 }
 
+static void arm_and_cancel(st_rng *r)
+{
+    arm_and_cancel_as(r, false);
+}
+
 /* Modes 6 and 7: the driver, a timer due every tick whose callback (run by
  * the drainer: workers = 0, or inside tw_advance) arms and cancels
  * DRIVER_BATCH timers, arms its successor, and every DRIVER_HOLD_EVERY
- * runs goes on, a batch at a time, until the role was taken or a second
+ * runs goes on, a batch at a time, until the role was taken or 10 s
  * passed. */
 #define DRIVER_BATCH 2048
 #define DRIVER_HOLD_EVERY 16
 static _Atomic uint64_t g_driver_armed, g_driver_ran, g_driver_held;
+static atomic_bool g_driver_long; /* mode 6: producers stand aside */
 static atomic_bool g_driver_off; /* the last run saw g_quit and armed none */
 
 static void driver(tw_timer t, void *arg)
@@ -99,12 +110,14 @@ static void driver(tw_timer t, void *arg)
     uint64_t run = atomic_fetch_add(&g_driver_ran, 1);
     bool hold = run % DRIVER_HOLD_EVERY == DRIVER_HOLD_EVERY - 1;
     uint64_t taken = tw__rare_total(g_s, TW_RARE_ROLE_TAKEN);
-    uint64_t end = st_mono_ns() + TW_SEC;
+    uint64_t end = st_mono_ns() + 10 * TW_SEC; /* ThreadSanitizer: a few seconds */
+    atomic_store(&g_driver_long, hold && !g_manual);
     do {
         for (int k = 0; k < DRIVER_BATCH; k++)
-            arm_and_cancel(r);
+            arm_and_cancel_as(r, true);
     } while (hold && tw__rare_total(g_s, TW_RARE_ROLE_TAKEN) == taken && st_mono_ns() < end &&
              !atomic_load(&g_quit));
+    atomic_store(&g_driver_long, false);
     atomic_fetch_add(&g_driver_held, hold);
     if (atomic_load(&g_quit)) {
         atomic_store(&g_driver_off, true);
@@ -188,6 +201,10 @@ static void *producer(void *arg)
     }
     bool earlier = true;
     while (!atomic_load_explicit(&g_quit, memory_order_relaxed)) {
+        if (atomic_load_explicit(&g_driver_long, memory_order_relaxed)) {
+            sched_yield(); /* mode 6: aside while the cursor's callback runs long */
+            continue;
+        }
         if (g_mode != 3) {
             arm_and_cancel(&r);
             continue;
@@ -272,6 +289,17 @@ int main(int argc, char **argv)
     uint64_t worst = 0, samples = 0;
     uint64_t end = st_mono_ns() + (uint64_t)(seconds * 1e9);
     while (st_mono_ns() < end) {
+        st_sleep_ns(10 * 1000 * 1000);
+        uint64_t e = tw__wheel_entries(g_s);
+        worst = e > worst ? e : worst;
+        samples++;
+        if (e > bound)
+            st_fail("%" PRIu64 " entries in the wheel, above the bound %" PRIu64, e, bound);
+    }
+    /* Driven: on, sampling, until the role was taken (ThreadSanitizer's
+     * pace may need longer than the run's seconds), a minute at most. */
+    for (uint64_t more = st_mono_ns() + 60 * TW_SEC;
+         g_driven && tw__rare_total(g_s, TW_RARE_ROLE_TAKEN) == 0 && st_mono_ns() < more;) {
         st_sleep_ns(10 * 1000 * 1000);
         uint64_t e = tw__wheel_entries(g_s);
         worst = e > worst ? e : worst;

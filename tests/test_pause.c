@@ -737,6 +737,55 @@ static void paused_churn_due_next_tick_stays_bounded(void **state)
     tw_destroy(s);
 }
 
+/* workers = 0: a pause that comes while the cursor runs a list of due
+ * callbacks holds the cursor at the pause gate, between two of them, until
+ * tw_resume. What producers arm and cancel meanwhile is compacted there,
+ * as the paused cursor's loop does (guarantees 6 and 9). Before
+ * (2026-11-30) it stayed: a review's program left 20M entries, 166 MB.
+ * Planted (no compaction at the gate): the entries pass the bound. */
+static atomic_int g_gate_first_in;
+
+static void first_of_the_list(tw_timer t, void *arg)
+{
+    (void)t;
+    tw_service *s = arg;
+    atomic_store(&g_gate_first_in, 1);
+    while (!tw__clock_paused(s))
+        t_sleep_ns(100 * T_US);
+}
+
+static void paused_mid_list_without_workers_still_compacts(void **state)
+{
+    (void)state;
+    tw_service *s = monotonic(0, T_MS);
+    atomic_store(&g_gate_first_in, 0);
+    ran second = {.s = s};
+    uint64_t at = tw_now(s) + 20 * T_MS;
+    ASSERT_RC(tw_schedule_at(s, at, first_of_the_list, s, NULL), TW_OK);
+    ASSERT_RC(tw_schedule_at(s, at, on_ran, &second, NULL), TW_OK);
+    uint64_t end = t_mono_ns() + 10 * T_S;
+    while (!atomic_load(&g_gate_first_in) && t_mono_ns() < end)
+        t_sleep_ns(100 * T_US);
+    assert_true(atomic_load(&g_gate_first_in));
+    ASSERT_RC(tw_pause(s), TW_OK); /* the first returns; the cursor stops at the gate */
+    uint64_t bound = tw__wheel_pressure_line(s, 1) + 3 * TW_PRESSURE_EVERY + 1;
+    uint64_t calls = bound + 64 * TW_PRESSURE_EVERY, worst = 0;
+    for (uint64_t k = 0; k < calls; k++) {
+        tw_timer h;
+        ASSERT_RC(tw_schedule(s, 0, t_noop, NULL, &h), TW_OK); /* due at once: placed */
+        ASSERT_RC(tw_cancel(s, h), TW_OK);
+        t_entries_within(s, k, calls, bound, &worst);
+    }
+    print_message("      %" PRIu64 " arm-and-cancels, the cursor at the gate mid-list: at most "
+                  "%" PRIu64 " entries (bound %" PRIu64 ")\n", calls, worst, bound);
+    assert_true(tw__rare_total(s, TW_RARE_PRESSURE) > 0);
+    assert_int_equal(atomic_load(&second.runs), 0);
+    ASSERT_RC(tw_resume(s), TW_OK);
+    wait_runs(&second, 1, 10 * T_S);
+    assert_int_equal(atomic_load(&second.runs), 1);
+    tw_destroy(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -752,6 +801,7 @@ int main(void)
         cmocka_unit_test_setup(keep_time_left_workers_0, setup),
         cmocka_unit_test_setup(calls_work_while_paused, setup),
         cmocka_unit_test_setup(paused_churn_due_next_tick_stays_bounded, setup),
+        cmocka_unit_test_setup(paused_mid_list_without_workers_still_compacts, setup),
         cmocka_unit_test_setup(periodic_not_bunched_pool, setup),
         cmocka_unit_test_setup(periodic_not_bunched_workers_0, setup),
         cmocka_unit_test_setup(no_cpu_paused_pool_lookahead, setup),
