@@ -229,6 +229,21 @@ static void *producer(void *arg)
     return NULL;
 }
 
+/* The main thread's look at the entries, every 10 ms. */
+typedef struct sampled {
+    uint64_t bound, worst, samples;
+} sampled;
+
+static void sample_entries(sampled *sm)
+{
+    st_sleep_ns(10 * 1000 * 1000);
+    uint64_t e = tw__wheel_entries(g_s);
+    sm->worst = e > sm->worst ? e : sm->worst;
+    sm->samples++;
+    if (e > sm->bound)
+        st_fail("%" PRIu64 " entries in the wheel, above the bound %" PRIu64, e, sm->bound);
+}
+
 int main(int argc, char **argv)
 {
     unsigned producers = (unsigned)st_arg(argc, argv, 1, 8);
@@ -286,27 +301,16 @@ int main(int argc, char **argv)
     uint64_t payers = producers + (g_driven ? 1 : 0); /* the driver's callbacks pay too */
     uint64_t bound = tw__wheel_pressure_line(g_s, pending_max) +
                      3 * payers * TW_PRESSURE_EVERY + pending_max;
-    uint64_t worst = 0, samples = 0;
+    sampled sm = {.bound = bound};
     uint64_t end = st_mono_ns() + (uint64_t)(seconds * 1e9);
-    while (st_mono_ns() < end) {
-        st_sleep_ns(10 * 1000 * 1000);
-        uint64_t e = tw__wheel_entries(g_s);
-        worst = e > worst ? e : worst;
-        samples++;
-        if (e > bound)
-            st_fail("%" PRIu64 " entries in the wheel, above the bound %" PRIu64, e, bound);
-    }
+    while (st_mono_ns() < end)
+        sample_entries(&sm);
     /* Driven: on, sampling, until the role was taken (ThreadSanitizer's
      * pace may need longer than the run's seconds), a minute at most. */
     for (uint64_t more = st_mono_ns() + 60 * TW_SEC;
-         g_driven && tw__rare_total(g_s, TW_RARE_ROLE_TAKEN) == 0 && st_mono_ns() < more;) {
-        st_sleep_ns(10 * 1000 * 1000);
-        uint64_t e = tw__wheel_entries(g_s);
-        worst = e > worst ? e : worst;
-        samples++;
-        if (e > bound)
-            st_fail("%" PRIu64 " entries in the wheel, above the bound %" PRIu64, e, bound);
-    }
+         g_driven && tw__rare_total(g_s, TW_RARE_ROLE_TAKEN) == 0 && st_mono_ns() < more;)
+        sample_entries(&sm);
+    uint64_t worst = sm.worst, samples = sm.samples;
     atomic_store(&g_quit, true);
     for (unsigned i = 0; i < producers; i++)
         pthread_join(t[i], NULL);
