@@ -1412,13 +1412,7 @@ int tw_advance(tw_service *s, uint64_t now_ns)
     int wrc = tw__wait_begin(s, TW_WAIT_DRAIN, 0, &outer);
     if (wrc != TW_OK)
         return wrc;
-    if (pthread_mutex_trylock(&s->drain_lock) != 0) {
-        /* Relaxed: a hint for a producer compacting under the lock: it
-         * stops at its next slot (wheel.c, the drainer role). */
-        atomic_store_explicit(&s->role_wanted, 1, memory_order_relaxed);
-        pthread_mutex_lock(&s->drain_lock);
-        atomic_store_explicit(&s->role_wanted, 0, memory_order_relaxed);
-    }
+    pthread_mutex_lock(&s->drain_lock);
     tw__wait_end(&outer);
     int rc = TW_OK;
     /* Relaxed: the drain lock orders the advancing threads. */

@@ -2223,8 +2223,9 @@ bool tw__wheel_maintain_alone(tw_service *s)
  *     still lendable. tw_advance, its callbacks done, takes the state back
  *     and, if a producer shows itself, says so (role_wanted: it stops at
  *     its next slot) and waits for it on role_lock. Both sides store their
- *     word, then load the other's (seq_cst): either the producer sees the
- *     state reclaimed, or tw_advance sees the producer and waits for it;
+ *     word, then load the other's, tw_advance after the light fence, the
+ *     producer after the heavy one: either the producer sees the state
+ *     reclaimed, or tw_advance sees the producer and waits for it;
  *     role_lock's unlock and lock order the compaction before the step.
  * An advance that runs no callback lends nothing and pays nothing (a lock
  * and unlock of role_lock on every advance cost 6-9% of a small
@@ -2269,10 +2270,15 @@ void tw__drainer_reclaim(tw_service *s)
 {
     if (s->cfg.clock != TW_CLOCK_MANUAL)
         return;
-    /* Seq_cst: our store, then our look at role_lent, against a producer's
-     * store to role_lent and look at role_lendable (see above). */
-    atomic_store_explicit(&s->role_lendable, 0, memory_order_seq_cst);
-    if (atomic_load_explicit(&s->role_lent, memory_order_seq_cst) == 0)
+    /* Relaxed, then the light fence: our store before our look at
+     * role_lent, against a producer's store to role_lent and look at
+     * role_lendable, which takes the heavy one (threads.c, asymmetric
+     * fences: a seq_cst store here cost 8 ns of every advance that runs
+     * callbacks). Acquire: a producer that compacted and left stored 0
+     * (release) after its compaction. */
+    atomic_store_explicit(&s->role_lendable, 0, memory_order_relaxed);
+    tw__fence_light();
+    if (atomic_load_explicit(&s->role_lent, memory_order_acquire) == 0)
         return;
     /* Relaxed: a hint for the producer's rounds (role_wanted). */
     atomic_store_explicit(&s->role_wanted, 1, memory_order_relaxed);
@@ -2356,9 +2362,12 @@ static bool compact_manual(tw_service *s)
     }
     if (pthread_mutex_trylock(&s->role_lock) != 0)
         return false;
-    /* Seq_cst: against tw__drainer_reclaim (the drainer role, above). */
-    atomic_store_explicit(&s->role_lent, 1, memory_order_seq_cst);
-    bool lent = atomic_load_explicit(&s->role_lendable, memory_order_seq_cst) != 0;
+    /* Relaxed, then the heavy fence: against tw__drainer_reclaim's store
+     * and look (the drainer role, above). Acquire: the state as the step
+     * left it (tw__drainer_lend's release). */
+    atomic_store_explicit(&s->role_lent, 1, memory_order_relaxed);
+    tw__fence_heavy();
+    bool lent = atomic_load_explicit(&s->role_lendable, memory_order_acquire) != 0;
     if (lent) {
         tw__count_rare(s, TW_RARE_ROLE_TAKEN);
         compact_rounds_alone(s);
