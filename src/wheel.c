@@ -2360,7 +2360,10 @@ static bool compact_manual(tw_service *s)
         pthread_mutex_unlock(&s->drain_lock);
         return true;
     }
-    if (pthread_mutex_trylock(&s->role_lock) != 0)
+    /* Relaxed: a first look, before the heavy fence below (a system call
+     * that interrupts every CPU the process runs on). */
+    if (atomic_load_explicit(&s->role_lendable, memory_order_relaxed) == 0 ||
+        pthread_mutex_trylock(&s->role_lock) != 0)
         return false;
     /* Relaxed, then the heavy fence: against tw__drainer_reclaim's store
      * and look (the drainer role, above). Acquire: the state as the step
