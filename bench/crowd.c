@@ -31,6 +31,7 @@
 #include <time.h>
 
 #include "timerwheel.h"
+#include "figure.h"
 
 #define MS 1000000ull
 #define SEC 1000000000ull
@@ -38,23 +39,6 @@
 
 static tw_service *g_s;
 static _Atomic uint64_t g_worst, g_fired, g_late5;
-
-static uint64_t clock_ns(clockid_t id)
-{
-    struct timespec ts;
-    clock_gettime(id, &ts);
-    return (uint64_t)ts.tv_sec * SEC + (uint64_t)ts.tv_nsec;
-}
-
-static uint64_t rng = 88172645463325252ull;
-
-static uint64_t next_random(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
-}
 
 static void probe(tw_timer t, void *arg)
 {

@@ -26,30 +26,14 @@
 #include <time.h>
 
 #include "timerwheel.h"
+#include "figure.h"
 
 #define MS 1000000ull
-
-static uint64_t clock_ns(clockid_t id)
-{
-    struct timespec ts;
-    clock_gettime(id, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static void nothing(tw_timer t, void *arg)
 {
     (void)t;
     (void)arg;
-}
-
-static uint64_t rng = 88172645463325252ull;
-
-static uint64_t next_random(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
 }
 
 static int one_pool(uint32_t workers, uint64_t rate, double seconds)
