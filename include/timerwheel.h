@@ -52,8 +52,9 @@
  * drains (more busy threads than cores; an event loop that does not
  * advance; a long callback inside tw_advance) pay for them, every
  * callback too, the drainer's own included. The cursor never waits for a
- * producer; a tw_advance may wait for one that compacts, until it
- * finishes the slot it is at. A wait that makes no progress for about
+ * producer; a tw_advance may wait for one that compacts: for its rounds if
+ * it took the drain lock first, else, once the advance's callbacks return,
+ * until it finishes the slot it is at. A wait that makes no progress for about
  * 0.1 s goes on without it (a long callback on the cursor with workers =
  * 0 holds the other producers' compaction so: README, Limits), and no
  * arming waits again until the drainer has taken something out.
