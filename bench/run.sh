@@ -221,13 +221,38 @@ done
 # (--repeat 3), and a spell of a minute took a whole column (WL1 P=1 of the
 # configured column at 26-29M in all three of one process, the defaults'
 # 47-55M in the process before it, 2026-11-29 12:35).
-for round in 2 3; do
+#
+# WL5 and WL6 two rounds more again, and every even round takes the
+# columns in reverse order: on the AMD guest of 2026-11-30 WL6's figure
+# switched between two levels (timerwheel 24-27M and 67-72M, Go 11-12M
+# and 28-32M) for spells of seconds to minutes, in the middle of one
+# process as well, and the time went to the record's cache miss in both
+# (perf); a column takes about ten seconds, so with three rounds in one
+# order the timerwheel columns met the slow level in two rounds and Go,
+# a minute later, the fast one in all three (the 08:46 run: 27.1M
+# against 37.9M, where matched spells give 2.0-2.5x). Five rounds, in
+# both orders, give each column's median the same chance of either.
+reversed_impls() {
+  local out="" impl
+  for impl in $IMPLS; do out="$impl${out:+ $out}"; done
+  echo "$out"
+}
+for round in 2 3 4 5; do
+  order=$IMPLS
+  [ $((round % 2)) -eq 0 ] && order=$(reversed_impls)
   for wl in $WLS; do
     case $wl in
-      2) for impl in $IMPLS; do for n in $WL2_NS; do run_wl2 "$impl" "$n"; done; done ;;
-      4) ;;
-      *) for impl in $IMPLS; do run "$impl" "$wl"; done ;;
+      4) continue ;;
+      5|6) ;;
+      *) [ "$round" -le 3 ] || continue ;;
     esac
+    for impl in $order; do
+      if [ "$wl" = 2 ]; then
+        for n in $WL2_NS; do run_wl2 "$impl" "$n"; done
+      else
+        run "$impl" "$wl"
+      fi
+    done
   done
 done
 
@@ -298,7 +323,7 @@ for far in "4096 2" "1024 2" "4096 0"; do
 done
 
 echo
-echo "# WL1/WL1b/WL2/WL3/WL5/WL6: median (min-max) of 3 runs. Ratio: the worse of the two timerwheel columns (named: def"
+echo "# WL1/WL1b/WL2/WL3: median (min-max) of 3 runs, WL5/WL6 of 5 (run.sh says why). Ratio: the worse of the two timerwheel columns (named: def"
 echo "# = timerwheel, cfg = timerwheel-cfg) / the best other column ('better' means timerwheel wins:"
 echo "# higher for /s rates, lower for ms, bytes, CPU and switches)."
 echo "# timerwheel: defaults (4096 slots per level, no cap); timerwheel-cfg: 1024 slots per level and"

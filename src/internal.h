@@ -901,6 +901,8 @@ typedef struct tw_wheel {
     uint64_t compact_slack;  /* entries compaction allows beyond twice the
                                 pending timers: 2 a slot, at most fixed_capacity */
     size_t compact_at;       /* the next slot compaction looks at */
+    uint64_t sample_seed;    /* compaction's samples of large slots (wheel.c) */
+    uint64_t sampled_out;    /* large slots a sample left alone, ever (tests) */
     tw_vec taken;            /* entries taken out of slots in this step */
     tw_vec due;              /* (key, handle) pairs claimed in this step */
     tw_vec spare;            /* order_due's scratch, swapped with due */

@@ -225,6 +225,9 @@ int tw__wheel_init(tw_wheel *w, uint32_t nslots, uint32_t cap)
     atomic_init(&w->claims, 0);
     atomic_init(&w->claim_floor, UINT64_MAX);
     w->due_from = 1;
+    /* Compaction's samples (worth_compacting): never 0 (xorshift), and
+     * not the same from one service or run to the next. */
+    w->sample_seed = (tw__clock_monotonic() ^ (uint64_t)(uintptr_t)w) | 1;
     w->fixed_capacity = (uint64_t)slots_total(w) * cap;
     /* Compaction's slack beyond twice the pending timers (see there): two
      * entries a slot (or the fixed capacity, if smaller) make a pass over
@@ -1864,6 +1867,84 @@ static void compaction_done(tw_wheel *w)
     barren_set(w, w->cascade_level, w->cascade_slot, w->cascade_kept == w->cascade.n);
 }
 
+/* Sampling a large slot first. The wheel stays within twice the pending
+ * timers plus slack (above); a slot whose entries are mostly live adds
+ * little to what is over, and compacting it reads and places every entry
+ * again to take a few out. A slot of 200 thousand live sessions, a few of
+ * them ending each second, was compacted on every cycle of the round
+ * robin while cancelled requests elsewhere kept the wheel over its
+ * allowance (its last compaction took something out, so it was never
+ * barren): about 13 ms of the cursor each time (twcrowd's shape). So a
+ * slot of TW_SAMPLE_MIN entries or more is compacted only when a sample
+ * of TW_SAMPLE_N of its positions finds a quarter or more of them stale.
+ * Why that keeps the bound: every slot left alone holds fewer than a
+ * quarter stale (as the sample says), so at most 4/3 of its live entries,
+ * and every slot compacted holds only live ones; a cycle that compacts
+ * all the others then leaves the wheel within 4/3 of the pending, under
+ * twice. A slot half stale (the least a wheel over its allowance must
+ * have somewhere) shows fewer than 16 stale in 64 with a chance near
+ * 1e-5, and is sampled again next cycle. The positions come from the
+ * drainer's own generator, so a peer cannot aim at what is sampled. Cost:
+ * 64 record reads a large slot a cycle, against its size in reads and
+ * placements; what is compacted is at least a quarter stale, so each
+ * stale entry taken out pays for at most four positions. */
+#define TW_SAMPLE_MIN 1024u
+#define TW_SAMPLE_N   64u
+
+static uint64_t sample_next(tw_wheel *w)
+{
+    uint64_t x = w->sample_seed; /* xorshift64: drainer-private */
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    w->sample_seed = x;
+    return x;
+}
+
+/* Whether entry v (taken from a slot or read there) names a live
+ * placement: its record pending, with the tag the entry carries (as
+ * keep_entry decides, without its wait for a move in flight). */
+static bool entry_live(tw_service *s, uint64_t v)
+{
+    tw_record *rec = tw__rec(&s->rec, (uint32_t)v);
+    /* Acquire: as in keep_entry. */
+    uint64_t st = atomic_load_explicit(&rec->state, memory_order_acquire);
+    return tw__st(st) == TW_ST_PENDING && tw__entry_tag(v) == tw__rec_tag(rec, st);
+}
+
+/* Whether slot (l, i), n entries over its lanes, is worth compacting (see
+ * above). A position reserved and not yet published counts as live. */
+static bool worth_compacting(tw_service *s, uint32_t l, uint32_t i, uint64_t n)
+{
+    tw_wheel *w = &s->wheel;
+    if (n < TW_SAMPLE_MIN)
+        return true;
+    uint64_t count[TW_MAX_LANES];
+    uint64_t total = 0;
+    for (uint32_t lane = 0; lane < w->lanes; lane++) {
+        count[lane] = slot_count_now(slot_at(w, l, i, lane));
+        total += count[lane];
+    }
+    uint32_t stale = 0;
+    for (uint32_t k = 0; k < TW_SAMPLE_N && total > 0; k++) {
+        uint64_t r = sample_next(w) % total;
+        uint32_t lane = 0;
+        while (r >= count[lane])
+            r -= count[lane++];
+        /* The drainer's own look: only it retires segments, and a reserved
+         * position always has one (slots.c). */
+        _Atomic uint64_t *e = tw__slot_entry(slot_at(w, l, i, lane), w->cap, (uint32_t)r);
+        /* Acquire: a published entry's record as its producer left it
+         * (pairs with the publish's release CAS). */
+        uint64_t v = e ? atomic_load_explicit(e, memory_order_acquire) : 0;
+        stale += (v & TW_ENTRY_VALUE) && !entry_live(s, v);
+    }
+    if (stale * 4 >= TW_SAMPLE_N)
+        return true;
+    w->sampled_out++;
+    return false;
+}
+
 /* Room in `cascade` for a slot of n entries, made before the slot is
  * closed; COMPACT_AGAIN while the list holds another drain's rest or a
  * tick's work came due first (the room made so far stays). */
@@ -1898,8 +1979,11 @@ static uint32_t compact_one(tw_service *s, uint32_t l, uint32_t i, uint64_t c, b
     }
     if (held == 0 || (!next && next_epoch_after(w, l, i, c) <= c + 1))
         return 0; /* empty, or the next step drains it */
+    uint64_t entries = slot_entries(w, l, i);
+    if (!worth_compacting(s, l, i, entries))
+        return 0; /* mostly live: it costs more than it gives back */
     uint64_t epoch = next_epoch_after(w, l, i, c);
-    uint64_t count = pieces_ok && !next ? slot_entries(w, l, i) : 0;
+    uint64_t count = pieces_ok && !next ? entries : 0;
     bool pieces = count >= TW_COMPACT_PIECES_MIN;
     if (pieces && (*stop = pieces_room(s, epoch, count)) != COMPACT_ON)
         return 0;

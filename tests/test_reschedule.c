@@ -624,12 +624,14 @@ static void churn_by_brief_threads_stays_bounded(void **state)
  * Now a compaction that took nothing out does not mark the slot again:
  * the crowd is compacted at most three times (its first compaction takes
  * the few cancelled timers that share its slot, the second nothing, the
- * third leaves it unmarked). Planted (compaction's placements always mark
- * the slot): the crowd again at every advance. */
+ * third leaves it unmarked). A crowd below TW_SAMPLE_MIN (1024): a larger
+ * one is sampled first, and left alone (wheel.c, worth_compacting; the
+ * test after this one). Planted (compaction's placements always mark the
+ * slot): the crowd again at every advance. */
 static void a_crowd_of_live_timers_is_compacted_once(void **state)
 {
     (void)state;
-    enum { CROWD = 20000, STALE = 25000, STEPS = 200 };
+    enum { CROWD = 1000, STALE = 25000, STEPS = 200 };
     tw_config cfg;
     tw_config_init(&cfg);
     cfg.clock = TW_CLOCK_MANUAL;
@@ -657,20 +659,120 @@ static void a_crowd_of_live_timers_is_compacted_once(void **state)
     tw_destroy(s);
 }
 
+/* A crowd of live sessions in one slot, a few of them ending each tick,
+ * beside request timeouts armed and cancelled every tick, spread over the
+ * wheel (twcrowd's shape, bench/crowd.c): the cancelled requests keep the
+ * wheel over its allowance, so compaction keeps running, and some of them
+ * land in the crowd's slot and mark it grown. Its last compaction always
+ * took a few ended sessions out, so it was never barren, and it was
+ * compacted again on every round: every live session read and placed
+ * again to take out a handful. Now a large slot is compacted only when a
+ * sample finds a quarter of it stale (wheel.c, worth_compacting): the
+ * positions compacted stay within what was cancelled plus one pass over
+ * the crowd (181 thousand positions for 202 thousand cancelled). Planted
+ * (no sample): 891 thousand. */
+static void a_crowd_with_a_trickle_of_ends_is_left_alone(void **state)
+{
+    (void)state;
+    enum { CROWD = 20000, CHURN = 1000, ENDS = 10, STEPS = 200 };
+    tw_config cfg;
+    tw_config_init(&cfg);
+    cfg.clock = TW_CLOCK_MANUAL;
+    cfg.workers = 0;
+    cfg.wheel_slots = 256; /* a short cycle over the wheel: the crowd comes round often */
+    tw_service *s = t_service_cfg(&cfg);
+    tw_timer *crowd = calloc(CROWD, sizeof *crowd);
+    tw_timer *req = calloc(CHURN, sizeof *req);
+    assert_non_null(crowd);
+    assert_non_null(req);
+    for (int i = 0; i < CROWD; i++)
+        ASSERT_RC(tw_schedule(s, 3600 * T_S, t_noop, NULL, &crowd[i]), TW_OK);
+    uint64_t c0 = s->wheel.compacted; /* drainer-private: this thread's, between advances */
+    uint64_t cancelled = 0;
+    for (int k = 1; k <= STEPS; k++) {
+        for (uint64_t j = 0; j < CHURN; j++) {
+            uint64_t x = (uint64_t)k * CHURN + j;
+            ASSERT_RC(tw_schedule(s, (600 + x * 7919 % 15600) * T_S, t_noop, NULL, &req[j]),
+                      TW_OK);
+        }
+        for (int j = 0; j < CHURN; j++)
+            ASSERT_RC(tw_cancel(s, req[j]), TW_OK);
+        for (int j = 0; j < ENDS; j++)
+            ASSERT_RC(tw_cancel(s, crowd[(k - 1) * ENDS + j]), TW_OK);
+        cancelled += CHURN + ENDS;
+        ADVANCE(s, (uint64_t)k * T_MS);
+    }
+    uint64_t done = s->wheel.compacted - c0;
+    tw_stats st;
+    t_stats(s, &st);
+    uint64_t entries = tw__wheel_entries(s);
+    print_message("      %d advances: %" PRIu64 " positions compacted for %" PRIu64
+                  " cancelled; %" PRIu64 " large slots left alone by a sample; %" PRIu64
+                  " entries, %" PRIu64 " pending\n",
+                  STEPS, done, cancelled, s->wheel.sampled_out, entries, st.pending);
+    assert_int_equal(st.pending, CROWD - STEPS * ENDS);
+    assert_true(done <= cancelled + CROWD);
+    assert_true(s->wheel.sampled_out > 0);
+    /* The bound holds all the same (twice the pending, the slack, and
+     * what the last tick's churn added since its compaction). */
+    assert_true(entries <= 2 * st.pending + s->wheel.compact_slack + CHURN);
+    free(crowd);
+    free(req);
+    tw_destroy(s);
+}
+
+/* The other side of the sample: a crowd whose sessions mostly ended is
+ * compacted. Three in four of 40 thousand cancelled: the wheel holds four
+ * times the pending, more than twice the pending and the slack, and the
+ * sample finds the crowd's slot stale. Planted (large slots never
+ * compacted): 40 thousand entries stay for 10 thousand pending. */
+static void a_crowd_mostly_ended_is_compacted(void **state)
+{
+    (void)state;
+    enum { CROWD = 40000 };
+    tw_config cfg;
+    tw_config_init(&cfg);
+    cfg.clock = TW_CLOCK_MANUAL;
+    cfg.workers = 0;
+    cfg.wheel_slots = 256; /* a slack of 2 a slot, well below the crowd */
+    tw_service *s = t_service_cfg(&cfg);
+    tw_timer *crowd = calloc(CROWD, sizeof *crowd);
+    assert_non_null(crowd);
+    for (int i = 0; i < CROWD; i++)
+        ASSERT_RC(tw_schedule(s, 3600 * T_S, t_noop, NULL, &crowd[i]), TW_OK);
+    for (int i = 0; i < CROWD; i++) {
+        if (i % 4 != 0)
+            ASSERT_RC(tw_cancel(s, crowd[i]), TW_OK);
+    }
+    for (int k = 1; k <= 10; k++)
+        ADVANCE(s, (uint64_t)k * T_MS);
+    tw_stats st;
+    t_stats(s, &st);
+    uint64_t entries = tw__wheel_entries(s);
+    print_message("      %" PRIu64 " entries for %" PRIu64 " pending (slack %" PRIu64 ")\n",
+                  entries, st.pending, s->wheel.compact_slack);
+    assert_int_equal(st.pending, CROWD / 4);
+    assert_true(entries <= 2 * st.pending + s->wheel.compact_slack);
+    free(crowd);
+    tw_destroy(s);
+}
+
 /* The running cursor compacts a crowded slot in pieces, giving the cursor
  * back between them once a tick's work is due (wheel.c, compaction in
  * pieces): taken whole, 200 thousand live sessions in one slot held the
  * cursor 12-13 ms every time the round robin came round, and timers due
  * meanwhile came that late (a review's server-shaped program, 2026-11-30).
  * Here a crowd of CROWD timers due at once, 5 s ahead (a level-1 slot of
- * a 1024-slot wheel), beside STALE cancelled timers spread far: the wheel
- * holds more than twice the pending, and compaction takes the crowd's
- * grown slot first. A hook slows each piece by 2 ms, with a timer due
+ * a 1024-slot wheel), beside STALE cancelled timers spread far and SIDE
+ * cancelled in the crowd's slot (half of it: a large slot is compacted
+ * only when a quarter or more of it is stale, wheel.c, worth_compacting):
+ * the wheel holds more than twice the pending, and compaction takes the
+ * crowd's grown slot first. A hook slows each piece by 2 ms, with a timer due
  * every tick, so the pieces give way. Then the crowd fires, every timer
  * once and none early: none lost by its time out of the slot (the early
  * cascade of the crowd, 1 s before, finishes what is left first).
  * Planted (no pieces): the counts stay 0. */
-enum { PIECES_CROWD = 40000, PIECES_STALE = 50000 };
+enum { PIECES_CROWD = 40000, PIECES_STALE = 50000, PIECES_SIDE = 40000 };
 static tw_service *g_pieces_s;
 static uint64_t g_pieces_deadline;
 static atomic_int g_pieces_runs[PIECES_CROWD];
@@ -728,11 +830,23 @@ static void a_crowd_is_compacted_in_pieces_between_ticks(void **state)
     g_pieces_deadline = tw_now(s) + 5 * T_S;
     for (uintptr_t i = 0; i < PIECES_CROWD; i++)
         ASSERT_RC(tw_schedule_at(s, g_pieces_deadline, crowd_runs, (void *)i, NULL), TW_OK);
+    tw_timer *side = calloc(PIECES_SIDE, sizeof *side);
+    assert_non_null(side);
+    for (int i = 0; i < PIECES_SIDE; i++)
+        ASSERT_RC(tw_schedule_at(s, g_pieces_deadline, t_noop, NULL, &side[i]), TW_OK);
     t_sleep_ns(100 * T_MS); /* placed by the cursor from the logs (defer.c) */
     atomic_store(&tw__compact_piece_hook, slow_compaction_piece);
+    /* The crowd's own cancelled first: the wheel holds more than twice the
+     * pending only once most of the others are cancelled too, and by then
+     * the crowd's slot is half stale (a sample of 64 finds fewer than 16
+     * with a chance near 1e-5; with a sample taken half way through these
+     * cancels, the slot was left alone now and then under TSan). */
+    for (int i = 0; i < PIECES_SIDE; i++)
+        ASSERT_RC(tw_cancel(s, side[i]), TW_OK);
     for (uint64_t i = 0; i < PIECES_STALE; i++)
         ASSERT_RC(tw_cancel(s, h[i]), TW_OK);
     free(h);
+    free(side);
     uint64_t end = t_mono_ns() + 30 * T_S;
     uint64_t fired = 0;
     while (fired < PIECES_CROWD && t_mono_ns() < end) {
@@ -746,7 +860,7 @@ static void a_crowd_is_compacted_in_pieces_between_ticks(void **state)
     uint64_t yielded = tw__rare_total(s, TW_RARE_COMPACT_YIELDED);
     print_message("      %d live in one slot beside %d cancelled: compacted in pieces %" PRIu64
                   " time(s), gave the cursor back %" PRIu64 " time(s); %" PRIu64 " fired\n",
-                  PIECES_CROWD, PIECES_STALE, pieces, yielded, fired);
+                  PIECES_CROWD, PIECES_STALE + PIECES_SIDE, pieces, yielded, fired);
     assert_true(pieces >= 1);
     assert_true(yielded >= 1);
     ASSERT_RC(tw_stop(s, NULL), TW_OK);
@@ -865,6 +979,8 @@ int main(void)
         cmocka_unit_test_setup(churn_without_advancing_stays_bounded, setup),
         cmocka_unit_test_setup(churn_by_brief_threads_stays_bounded, setup),
         cmocka_unit_test_setup(a_crowd_of_live_timers_is_compacted_once, setup),
+        cmocka_unit_test_setup(a_crowd_with_a_trickle_of_ends_is_left_alone, setup),
+        cmocka_unit_test_setup(a_crowd_mostly_ended_is_compacted, setup),
         cmocka_unit_test_setup_teardown(a_crowd_is_compacted_in_pieces_between_ticks, setup,
                                         no_piece_hook),
         cmocka_unit_test_setup_teardown(move_later_while_compaction_keeps_the_entry, setup,
