@@ -1874,7 +1874,9 @@ static void compaction_done(tw_wheel *w)
  * them ending each second, was compacted on every cycle of the round
  * robin while cancelled requests elsewhere kept the wheel over its
  * allowance (its last compaction took something out, so it was never
- * barren): about 13 ms of the cursor each time (twcrowd's shape). So a
+ * barren): some 65 ns an entry each time, 13 ms of the cursor for 200
+ * thousand (tests/test_reschedule.c,
+ * a_crowd_with_a_trickle_of_ends_is_left_alone, counts the positions). So a
  * slot of TW_SAMPLE_MIN entries or more is compacted only when a sample
  * of TW_SAMPLE_N of its positions finds a quarter or more of them stale.
  * Why that keeps the bound: every slot left alone holds fewer than a
@@ -1886,8 +1888,9 @@ static void compaction_done(tw_wheel *w)
  * 1e-5, and is sampled again next cycle. The positions come from the
  * drainer's own generator, so a peer cannot aim at what is sampled. Cost:
  * 64 record reads a large slot a cycle, against its size in reads and
- * placements; what is compacted is at least a quarter stale, so each
- * stale entry taken out pays for at most four positions. */
+ * placements (counted against the round robin's budget as 64 positions);
+ * what is compacted is at least a quarter stale, so each stale entry
+ * taken out pays for at most four positions. */
 #define TW_SAMPLE_MIN 1024u
 #define TW_SAMPLE_N   64u
 
@@ -2243,12 +2246,17 @@ static bool compact_round_now(tw_service *s, bool alone)
     uint64_t budget = (entries - allowed) / 16;
     budget = budget < TW_COMPACT_MIN ? TW_COMPACT_MIN : budget;
     budget = budget > TW_COMPACT_MAX ? TW_COMPACT_MAX : budget;
-    uint64_t done = 0;
+    uint64_t done = 0, looked = 0;
     size_t total = (size_t)w->levels * w->nslots;
-    for (size_t seen = 0; seen < total && done < budget && !role_wanted(s); seen++) {
+    for (size_t seen = 0; seen < total && done + looked < budget && !role_wanted(s); seen++) {
         size_t k = w->compact_at;
+        uint64_t left_alone = w->sampled_out;
         done += compact_one(s, (uint32_t)(k / w->nslots), (uint32_t)(k % w->nslots), c, next,
                             pieces_ok, &stop);
+        /* A sample's reads are work as positions are, though they take
+         * nothing out: a wheel of ten thousand large slots would otherwise
+         * sample them all in one round (640 thousand reads). */
+        looked += (w->sampled_out - left_alone) * TW_SAMPLE_N;
         if (stop == COMPACT_AGAIN)
             break; /* this slot again, next round */
         w->compact_at = (k + 1) % total;
