@@ -902,7 +902,10 @@ typedef struct tw_wheel {
                                 pending timers: 2 a slot, at most fixed_capacity */
     size_t compact_at;       /* the next slot compaction looks at */
     uint64_t sample_seed;    /* compaction's samples of large slots (wheel.c) */
-    uint64_t sampled_out;    /* large slots a sample left alone, ever (tests) */
+    uint64_t sampled_out;    /* large slots a sample left alone, ever: the
+                                round robin's budget counts them; tests */
+    uint64_t compact_idle;   /* slots the round robin passed since it last
+                                took a position out (compact_round_now) */
     tw_vec taken;            /* entries taken out of slots in this step */
     tw_vec due;              /* (key, handle) pairs claimed in this step */
     tw_vec spare;            /* order_due's scratch, swapped with due */

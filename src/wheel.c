@@ -1876,22 +1876,30 @@ static void compaction_done(tw_wheel *w)
  * allowance (its last compaction took something out, so it was never
  * barren): some 65 ns an entry each time, 13 ms of the cursor for 200
  * thousand (tests/test_reschedule.c,
- * a_crowd_with_a_trickle_of_ends_is_left_alone, counts the positions). So a
- * slot of TW_SAMPLE_MIN entries or more is compacted only when a sample
- * of TW_SAMPLE_N of its positions finds a quarter or more of them stale.
- * Why that keeps the bound: every slot left alone holds fewer than a
- * quarter stale (as the sample says), so at most 4/3 of its live entries,
- * and every slot compacted holds only live ones; a cycle that compacts
- * all the others then leaves the wheel within 4/3 of the pending, under
- * twice. A slot half stale (the least a wheel over its allowance must
- * have somewhere) shows fewer than 16 stale in 64 with a chance near
- * 1e-5, and is sampled again next cycle. The positions come from the
- * drainer's own generator, so a peer cannot aim at what is sampled. Cost:
- * 64 record reads a large slot a cycle, against its size in reads and
- * placements (counted against the round robin's budget as 64 positions);
- * what is compacted is at least a quarter stale, so each stale entry
- * taken out pays for at most four positions. */
-#define TW_SAMPLE_MIN 1024u
+ * a_crowd_with_a_trickle_of_ends_is_left_alone, counts the positions);
+ * sessions armed over an hour spread the same over hundreds of slots of
+ * a few hundred. So a slot of TW_SAMPLE_MIN entries or more is compacted
+ * only when a sample of TW_SAMPLE_N of its positions (with replacement)
+ * finds a quarter or more of them stale.
+ * Why that keeps the bound: a wheel over its allowance holds more stale
+ * entries than live ones, so some slot is more than half stale; smaller
+ * slots are compacted as before, and a large one half stale shows fewer
+ * than 16 stale in 64 with a chance near 1e-5 (and is sampled again the
+ * next cycle). A slot left alone is mostly live: one 30% stale is left
+ * alone one time in six, 40% one in 250, so a cycle that compacts what
+ * the samples pick leaves the wheel well under twice the pending (about
+ * 1.7 times at worst), plus what producers add meanwhile. The positions
+ * come from the drainer's own generator, so a peer cannot aim at what is
+ * sampled, nor keep a slot stale out of its sight.
+ * Cost: 64 reads of entries and 64 of records a large slot a look (each
+ * counted against the round robin's budget as 64 positions; a retry of a
+ * slot whose room for pieces was not ready samples again), against its
+ * size in reads and placements; a slot compacted is likely a quarter
+ * stale or more, so each stale entry taken out pays for about four
+ * positions. A sample that leaves a grown slot alone takes its mark
+ * (compact_grown): producers mark it again at their next new segment,
+ * and the round robin comes by while the wheel is over its allowance. */
+#define TW_SAMPLE_MIN 256u
 #define TW_SAMPLE_N   64u
 
 static uint64_t sample_next(tw_wheel *w)
@@ -1934,8 +1942,9 @@ static bool worth_compacting(tw_service *s, uint32_t l, uint32_t i, uint64_t n)
         uint32_t lane = 0;
         while (r >= count[lane])
             r -= count[lane++];
-        /* The drainer's own look: only it retires segments, and a reserved
-         * position always has one (slots.c). */
+        /* The drainer's own look: only it retires segments, so a segment
+         * it finds stays. The count was read relaxed (a statistic), so a
+         * position's segment may not be seen yet: NULL, taken as live. */
         _Atomic uint64_t *e = tw__slot_entry(slot_at(w, l, i, lane), w->cap, (uint32_t)r);
         /* Acquire: a published entry's record as its producer left it
          * (pairs with the publish's release CAS). */
@@ -2203,8 +2212,9 @@ static uint32_t compact_late(tw_service *s, uint64_t c)
 }
 
 /* One round of compaction: true if the wheel is still over its allowance
- * and the round took something out (a round that found nothing to take
- * leaves the rest to the steps). `alone`: no step comes meanwhile
+ * and the round took something out, or spent its budget on samples of
+ * large slots short of a whole cycle without taking anything (a round
+ * that found nothing to take leaves the rest to the steps). `alone`: no step comes meanwhile
  * (back-pressure: a paused cursor, a MANUAL service's producer), so the
  * late slots too, and the next tick's slots. So too past the
  * back-pressure line, where producers wait: the next step may be a long
@@ -2247,8 +2257,8 @@ static bool compact_round_now(tw_service *s, bool alone)
     budget = budget < TW_COMPACT_MIN ? TW_COMPACT_MIN : budget;
     budget = budget > TW_COMPACT_MAX ? TW_COMPACT_MAX : budget;
     uint64_t done = 0, looked = 0;
-    size_t total = (size_t)w->levels * w->nslots;
-    for (size_t seen = 0; seen < total && done + looked < budget && !role_wanted(s); seen++) {
+    size_t total = (size_t)w->levels * w->nslots, seen;
+    for (seen = 0; seen < total && done + looked < budget && !role_wanted(s); seen++) {
         size_t k = w->compact_at;
         uint64_t left_alone = w->sampled_out;
         done += compact_one(s, (uint32_t)(k / w->nslots), (uint32_t)(k % w->nslots), c, next,
@@ -2264,9 +2274,14 @@ static bool compact_round_now(tw_service *s, bool alone)
             break;
     }
     w->compacted += done;
+    /* Slots passed since positions were last taken out: a round that
+     * spent its budget on samples alone made progress round the wheel
+     * (more to do), until a whole cycle found nothing to take. */
+    w->compact_idle = done + late > 0 ? 0 : w->compact_idle + seen;
     if (stop != COMPACT_ON)
         return true;
-    return entries > done && entries - done > allowed && done + late > 0;
+    bool sampled_on = done + looked >= budget && looked > 0 && w->compact_idle < total;
+    return entries > done && entries - done > allowed && (done + late > 0 || sampled_on);
 }
 
 /* The round, shown to producers under back-pressure: a compaction under

@@ -624,14 +624,14 @@ static void churn_by_brief_threads_stays_bounded(void **state)
  * Now a compaction that took nothing out does not mark the slot again:
  * the crowd is compacted at most three times (its first compaction takes
  * the few cancelled timers that share its slot, the second nothing, the
- * third leaves it unmarked). A crowd below TW_SAMPLE_MIN (1024): a larger
+ * third leaves it unmarked). A crowd below TW_SAMPLE_MIN (256): a larger
  * one is sampled first, and left alone (wheel.c, worth_compacting; the
  * test after this one). Planted (compaction's placements always mark the
  * slot): the crowd again at every advance. */
 static void a_crowd_of_live_timers_is_compacted_once(void **state)
 {
     (void)state;
-    enum { CROWD = 1000, STALE = 25000, STEPS = 200 };
+    enum { CROWD = 200, STALE = 25000, STEPS = 200 };
     tw_config cfg;
     tw_config_init(&cfg);
     cfg.clock = TW_CLOCK_MANUAL;
@@ -662,11 +662,11 @@ static void a_crowd_of_live_timers_is_compacted_once(void **state)
 /* A crowd of live sessions in one slot, a few of them ending each tick,
  * beside request timeouts armed and cancelled every tick, spread over the
  * wheel (twcrowd's shape, bench/crowd.c): the cancelled requests keep the
- * wheel over its allowance, so compaction keeps running, and some of them
- * land in the crowd's slot and mark it grown. Its last compaction always
- * took a few ended sessions out, so it was never barren, and it was
- * compacted again on every round: every live session read and placed
- * again to take out a handful. Now a large slot is compacted only when a
+ * wheel over its allowance, so compaction keeps running. Each compaction
+ * of the crowd took a few ended sessions out, so it was never barren, and
+ * its own placements marked the slot grown again: compacted again on
+ * every round, every live session read and placed again to take out a
+ * handful. Now a large slot is compacted only when a
  * sample finds a quarter of it stale (wheel.c, worth_compacting): the
  * positions compacted stay within what was cancelled plus one pass over
  * the crowd (181 thousand positions for 202 thousand cancelled). Planted
@@ -681,6 +681,7 @@ static void a_crowd_with_a_trickle_of_ends_is_left_alone(void **state)
     cfg.workers = 0;
     cfg.wheel_slots = 256; /* a short cycle over the wheel: the crowd comes round often */
     tw_service *s = t_service_cfg(&cfg);
+    s->wheel.sample_seed = 0x5eed; /* drainer-private: ours before the first advance */
     tw_timer *crowd = calloc(CROWD, sizeof *crowd);
     tw_timer *req = calloc(CHURN, sizeof *req);
     assert_non_null(crowd);
@@ -723,9 +724,9 @@ static void a_crowd_with_a_trickle_of_ends_is_left_alone(void **state)
 
 /* The other side of the sample: a crowd whose sessions mostly ended is
  * compacted. Three in four of 40 thousand cancelled: the wheel holds four
- * times the pending, more than twice the pending and the slack, and the
- * sample finds the crowd's slot stale. Planted (large slots never
- * compacted): 40 thousand entries stay for 10 thousand pending. */
+ * times the pending, the crowd's grown slot is compacted (compact_grown),
+ * and the sample finds it stale. Planted (large slots never compacted):
+ * 40 thousand entries stay for 10 thousand pending. */
 static void a_crowd_mostly_ended_is_compacted(void **state)
 {
     (void)state;
@@ -734,8 +735,9 @@ static void a_crowd_mostly_ended_is_compacted(void **state)
     tw_config_init(&cfg);
     cfg.clock = TW_CLOCK_MANUAL;
     cfg.workers = 0;
-    cfg.wheel_slots = 256; /* a slack of 2 a slot, well below the crowd */
+    cfg.wheel_slots = 256;
     tw_service *s = t_service_cfg(&cfg);
+    s->wheel.sample_seed = 0x5eed; /* drainer-private: ours before the first advance */
     tw_timer *crowd = calloc(CROWD, sizeof *crowd);
     assert_non_null(crowd);
     for (int i = 0; i < CROWD; i++)
@@ -752,7 +754,7 @@ static void a_crowd_mostly_ended_is_compacted(void **state)
     print_message("      %" PRIu64 " entries for %" PRIu64 " pending (slack %" PRIu64 ")\n",
                   entries, st.pending, s->wheel.compact_slack);
     assert_int_equal(st.pending, CROWD / 4);
-    assert_true(entries <= 2 * st.pending + s->wheel.compact_slack);
+    assert_true(entries <= 2 * st.pending); /* the slack alone may hold the crowd (4 lanes) */
     free(crowd);
     tw_destroy(s);
 }
