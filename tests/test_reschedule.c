@@ -759,6 +759,69 @@ static void a_crowd_mostly_ended_is_compacted(void **state)
     tw_destroy(s);
 }
 
+/* A round of compaction that spends its budget on samples alone has more
+ * to do: the slots past them may hold what is stale. Here the round robin
+ * starts at level 0, whose slots 10..200 hold LIVE timers each (sampled
+ * and left alone, 64 positions of the budget apiece: 128 of them fill a
+ * round's 8192), and the cancelled timers lie beyond, in level 1. Rounds
+ * as a MANUAL producer under back-pressure takes them (the drain lock,
+ * then rounds while one says more): the first round takes nothing and
+ * must say more, and the rounds reach the cancelled. Before (a review of
+ * the sample, 2026-11-30), that round said nothing was left: the
+ * producer's rounds, the paused cursor's and the running cursor's (which
+ * then slept until its next occupied tick) stopped there. Planted (a
+ * round that took nothing says so): the first round answers false. */
+static void rounds_go_on_past_sampled_slots(void **state)
+{
+    (void)state;
+    enum { SLOTS = 191, LIVE = 300, STALE = 100000 };
+    tw_config cfg;
+    tw_config_init(&cfg);
+    cfg.clock = TW_CLOCK_MANUAL;
+    cfg.workers = 0;
+    cfg.wheel_slots = 256;
+    cfg.slot_capacity = 1024; /* no slot grows a segment: no grown marks, the round robin alone */
+    tw_service *s = t_service_cfg(&cfg);
+    s->wheel.sample_seed = 0x5eed; /* drainer-private: ours, no advance under way */
+    for (int j = 0; j < SLOTS; j++)
+        for (int i = 0; i < LIVE; i++)
+            ASSERT_RC(tw_schedule(s, (uint64_t)(10 + j) * T_MS, t_noop, NULL, NULL), TW_OK);
+    tw_timer *h = calloc(STALE, sizeof *h);
+    assert_non_null(h);
+    for (uint64_t i = 0; i < STALE; i++)
+        ASSERT_RC(tw_schedule(s, (300 + i * 7919 % 60000) * T_MS, t_noop, NULL, &h[i]), TW_OK);
+    for (int i = 0; i < STALE; i++)
+        ASSERT_RC(tw_cancel(s, h[i]), TW_OK);
+    free(h);
+    uint64_t pending = (uint64_t)SLOTS * LIVE;
+    uint64_t allowed = 2 * pending + s->wheel.compact_slack;
+    assert_true(tw__wheel_entries(s) > allowed);
+    pthread_mutex_lock(&s->drain_lock);
+    uint64_t taken0 = s->wheel.compacted;
+    bool more = tw__wheel_maintain_alone(s);
+    uint64_t first_took = s->wheel.compacted - taken0, first_left_alone = s->wheel.sampled_out;
+    int rounds = 1;
+    while (more && rounds < 1000) {
+        more = tw__wheel_maintain_alone(s);
+        rounds++;
+    }
+    pthread_mutex_unlock(&s->drain_lock);
+    uint64_t entries = tw__wheel_entries(s);
+    print_message("      first round: %" PRIu64 " positions taken, %" PRIu64
+                  " slots left alone; %d rounds in all: %" PRIu64 " entries for %" PRIu64
+                  " pending (allowed %" PRIu64 ")\n",
+                  first_took, first_left_alone, rounds, entries, pending, allowed);
+    assert_int_equal(first_took, 0);
+    assert_true(first_left_alone >= 100);
+    assert_true(rounds > 1);
+    assert_false(more);
+    assert_true(entries <= allowed);
+    tw_stats st;
+    t_stats(s, &st);
+    assert_int_equal(st.pending, pending);
+    tw_destroy(s);
+}
+
 /* The running cursor compacts a crowded slot in pieces, giving the cursor
  * back between them once a tick's work is due (wheel.c, compaction in
  * pieces): taken whole, 200 thousand live sessions in one slot held the
@@ -983,6 +1046,7 @@ int main(void)
         cmocka_unit_test_setup(a_crowd_of_live_timers_is_compacted_once, setup),
         cmocka_unit_test_setup(a_crowd_with_a_trickle_of_ends_is_left_alone, setup),
         cmocka_unit_test_setup(a_crowd_mostly_ended_is_compacted, setup),
+        cmocka_unit_test_setup(rounds_go_on_past_sampled_slots, setup),
         cmocka_unit_test_setup_teardown(a_crowd_is_compacted_in_pieces_between_ticks, setup,
                                         no_piece_hook),
         cmocka_unit_test_setup_teardown(move_later_while_compaction_keeps_the_entry, setup,
