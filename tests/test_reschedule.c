@@ -659,6 +659,23 @@ static void a_crowd_of_live_timers_is_compacted_once(void **state)
     tw_destroy(s);
 }
 
+/* The sample's tests' service: MANUAL, no workers, 256 slots a level (a
+ * short cycle over the wheel), `cap` entries a slot's fixed array, and a
+ * fixed seed for the sample, so that a run prints what the last one did
+ * (drainer-private: ours, no advance under way). */
+static tw_service *sampled_service(uint32_t cap)
+{
+    tw_config cfg;
+    tw_config_init(&cfg);
+    cfg.clock = TW_CLOCK_MANUAL;
+    cfg.workers = 0;
+    cfg.wheel_slots = 256;
+    cfg.slot_capacity = cap;
+    tw_service *s = t_service_cfg(&cfg);
+    s->wheel.sample_seed = 0x5eed;
+    return s;
+}
+
 /* A crowd of live sessions in one slot, a few of them ending each tick,
  * beside request timeouts armed and cancelled every tick, spread over the
  * wheel (twcrowd's shape, bench/crowd.c): the cancelled requests keep the
@@ -675,13 +692,7 @@ static void a_crowd_with_a_trickle_of_ends_is_left_alone(void **state)
 {
     (void)state;
     enum { CROWD = 20000, CHURN = 1000, ENDS = 10, STEPS = 200 };
-    tw_config cfg;
-    tw_config_init(&cfg);
-    cfg.clock = TW_CLOCK_MANUAL;
-    cfg.workers = 0;
-    cfg.wheel_slots = 256; /* a short cycle over the wheel: the crowd comes round often */
-    tw_service *s = t_service_cfg(&cfg);
-    s->wheel.sample_seed = 0x5eed; /* drainer-private: ours before the first advance */
+    tw_service *s = sampled_service(16); /* the default capacity */
     tw_timer *crowd = calloc(CROWD, sizeof *crowd);
     tw_timer *req = calloc(CHURN, sizeof *req);
     assert_non_null(crowd);
@@ -731,13 +742,7 @@ static void a_crowd_mostly_ended_is_compacted(void **state)
 {
     (void)state;
     enum { CROWD = 40000 };
-    tw_config cfg;
-    tw_config_init(&cfg);
-    cfg.clock = TW_CLOCK_MANUAL;
-    cfg.workers = 0;
-    cfg.wheel_slots = 256;
-    tw_service *s = t_service_cfg(&cfg);
-    s->wheel.sample_seed = 0x5eed; /* drainer-private: ours before the first advance */
+    tw_service *s = sampled_service(16); /* the default capacity */
     tw_timer *crowd = calloc(CROWD, sizeof *crowd);
     assert_non_null(crowd);
     for (int i = 0; i < CROWD; i++)
@@ -775,14 +780,8 @@ static void rounds_go_on_past_sampled_slots(void **state)
 {
     (void)state;
     enum { SLOTS = 191, LIVE = 300, STALE = 100000 };
-    tw_config cfg;
-    tw_config_init(&cfg);
-    cfg.clock = TW_CLOCK_MANUAL;
-    cfg.workers = 0;
-    cfg.wheel_slots = 256;
-    cfg.slot_capacity = 1024; /* no slot grows a segment: no grown marks, the round robin alone */
-    tw_service *s = t_service_cfg(&cfg);
-    s->wheel.sample_seed = 0x5eed; /* drainer-private: ours, no advance under way */
+    /* No slot grows a segment: no grown marks, the round robin alone. */
+    tw_service *s = sampled_service(1024);
     for (int j = 0; j < SLOTS; j++)
         for (int i = 0; i < LIVE; i++)
             ASSERT_RC(tw_schedule(s, (uint64_t)(10 + j) * T_MS, t_noop, NULL, NULL), TW_OK);
