@@ -904,8 +904,8 @@ typedef struct tw_wheel {
     uint64_t sample_seed;    /* compaction's samples of large slots (wheel.c) */
     uint64_t sampled_out;    /* large slots a sample left alone, ever: the
                                 round robin's budget counts them; tests */
-    uint64_t compact_idle;   /* slots the round robin passed since it last
-                                took a position out (compact_round_now) */
+    uint64_t compact_idle;   /* slots the round robin passed since a round
+                                last took a position out (compact_round_now) */
     tw_vec taken;            /* entries taken out of slots in this step */
     tw_vec due;              /* (key, handle) pairs claimed in this step */
     tw_vec spare;            /* order_due's scratch, swapped with due */

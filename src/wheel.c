@@ -2237,9 +2237,10 @@ static bool compact_round_now(tw_service *s, bool alone)
     /* In pieces only where a cursor comes back for them: not while it is
      * paused or in a callback, not in tw_advance (no cursor). */
     bool pieces_ok = !alone && s->cfg.clock == TW_CLOCK_MONOTONIC;
+    uint64_t grown = 0;
     if (entries > 2 * pending) {
         tw__seg_budget(s); /* compaction gives segments back, as drains do */
-        uint64_t grown = compact_grown(s, c, pieces_ok, &stop);
+        grown = compact_grown(s, c, pieces_ok, &stop);
         w->compacted += grown;
         entries -= grown < entries ? grown : entries;
     }
@@ -2274,10 +2275,11 @@ static bool compact_round_now(tw_service *s, bool alone)
             break;
     }
     w->compacted += done;
-    /* Slots passed since positions were last taken out: a round that
-     * spent its budget on samples alone made progress round the wheel
-     * (more to do), until a whole cycle found nothing to take. */
-    w->compact_idle = done + late > 0 ? 0 : w->compact_idle + seen;
+    /* Slots passed since positions were last taken out (by the round
+     * robin, the late slots or the grown marks): a round that spent its
+     * budget on samples alone made progress round the wheel (more to
+     * do), until a whole cycle found nothing to take. */
+    w->compact_idle = grown + done + late > 0 ? 0 : w->compact_idle + seen;
     if (stop != COMPACT_ON)
         return true;
     bool sampled_on = done + looked >= budget && looked > 0 && w->compact_idle < total;
