@@ -39,9 +39,14 @@
  *     placement): cancelled, superseded or reused records make it stale,
  *     and the drain drops a stale entry without placing it. While the
  *     log's drains find most entries stale (keep), its owner's cancels
- *     clear their timers' entries to 0 (tw__defer_stale_entry), which the
+ *     clear their timers' entries to 0 (tw__defer_forget), which the
  *     drain drops without reading the record: its look took the record's
  *     line from the owner's core, which the owner's next write took back;
+ *   - the owner counts the entries it appended to each chunk of
+ *     TW_DEFER_CHUNK positions in the chunk's current lap, less those it
+ *     cleared, before the tail that publishes them, and a drain passes a
+ *     chunk whose count it reads 0 without reading its entries (chunks,
+ *     below: each read took a line of the owner's);
  *   - the loop's drains leave a log's newest TW_DEFER_KEEP entries in it
  *     while the log's bound is more than 2 TW_DEFER_AHEAD ticks past the
  *     cursor (drain_log says why); every other drain takes the whole log.
@@ -175,25 +180,26 @@
 typedef struct ring {
     _Atomic uint32_t *tail, *head;
     _Atomic uint64_t *bound;
+    _Atomic uint8_t *live; /* a log's chunk counts (below); NULL: a spill's */
     tw_defer_entry *e;
     uint32_t size, page, bounds;
 } ring;
 
 static ring log_ring(tw_defer_log *d)
 {
-    return (ring){&d->tail, &d->head, d->bound, d->e,
+    return (ring){&d->tail, &d->head, d->bound, d->live, d->e,
                   TW_DEFER_LOG, TW_DEFER_PAGE, TW_DEFER_BOUNDS};
 }
 
 static ring spill_ring(tw_defer_spill *p)
 {
-    return (ring){&p->tail, &p->head, p->bound, p->e,
+    return (ring){&p->tail, &p->head, p->bound, NULL, p->e,
                   TW_SPILL_LOG, TW_SPILL_PAGE, TW_SPILL_BOUNDS};
 }
 
 /* Whether our log's last drain found most entries stale, as an append
  * last read it (the log's keep): then our cancels clear their entries
- * (tw__defer_stale_entry). A bit of tw__stripe_lean, which the cancel
+ * (tw__defer_forget). A bit of tw__stripe_lean, which the cancel
  * reads anyway; written only when it changes, as every append asks. */
 static void forgets(bool keeps)
 {
@@ -223,7 +229,10 @@ static tw_defer_log *my_log(tw_service *s)
     atomic_init(&d->tail, 0);
     atomic_init(&d->head, 0);
     atomic_init(&d->keep, false);
+    atomic_init(&d->passed, 0);
     atomic_init(&d->spill, NULL);
+    for (uint32_t i = 0; i < TW_DEFER_CHUNKS; i++)
+        atomic_init(&d->live[i], 0);
     d->spill_retry = 0;
     for (uint32_t i = 0; i < TW_DEFER_BOUNDS; i++)
         atomic_init(&d->bound[i], UINT64_MAX);
@@ -232,8 +241,70 @@ static tw_defer_log *my_log(tw_service *s)
     return d;
 }
 
+/* Chunks. The cursor's read of a log's entries is a line the owner
+ * wrote, and the owner's next write there, a lap later, has to take it
+ * back: one hand-off between the two cores per four entries, whether the
+ * entry is live or not. When the host made a hand-off slow (twfloor's
+ * pingpong at 190-215 ns against 40), WL1 P=1, whose timers are all
+ * cancelled before the drain comes by (cleared: tw__defer_forget), ran at
+ * 28-30M operations a second against 48-54M with the process on one
+ * CPU, and a cursor that passed the entries unread ran at 52M in the same
+ * spell (AMD guest, 2026-11-30). So the owner counts, per chunk of
+ * TW_DEFER_CHUNK positions, the entries it appended there in the chunk's
+ * current lap, less those its cancels cleared, and the drain passes a
+ * chunk whose count reads 0 without a look at its entries: one line of
+ * counts a drain, not 32 lines a chunk.
+ * Why it is safe: a count of 0 the cursor reads for a chunk the tail it
+ * acquired has passed counts every append of the chunk's lap (each
+ * written before the tail's release), so each of those entries was
+ * cleared, and a cleared entry's timer was FREE before (tw__defer_forget
+ * clears after the cancel's CAS): stale, which the drain would have
+ * dropped. A clear of an entry of a lap before counts against nothing:
+ * tw__defer_forget leaves the count alone once an append has started the
+ * chunk's next lap. A count read too high (a clear not yet seen) only
+ * costs the read. The counts are bytes: a chunk holds 128 entries. */
+_Static_assert(TW_DEFER_CHUNK <= UINT8_MAX && TW_DEFER_LOG % TW_DEFER_CHUNK == 0 &&
+                   TW_DEFER_CHUNKS <= TW_CACHELINE,
+               "a chunk's count fits a byte, the chunks tile the log, their counts a line");
+
+static void chunk_count(_Atomic uint8_t *live, uint32_t t)
+{
+    _Atomic uint8_t *c = &live[t / TW_DEFER_CHUNK % TW_DEFER_CHUNKS];
+    /* Relaxed (load and store): we are its only writer, and the tail's
+     * release publishes it to the cursor. An append at a chunk's start
+     * starts its lap's count. */
+    uint8_t n = t % TW_DEFER_CHUNK == 0 ? 0 : atomic_load_explicit(c, memory_order_relaxed);
+    atomic_store_explicit(c, (uint8_t)(n + 1), memory_order_relaxed);
+}
+
+/* The counts of r's chunks as a drain finds them after its acquire of the
+ * tail: read once, since the owner writes their line on every append (a
+ * read per entry would take it back and forth throughout the drain). For
+ * the chunks below that tail they only fall later (clears), until the
+ * drain has passed them; a spill has none (all read as live). */
+typedef struct chunk_counts {
+    uint8_t n[TW_DEFER_CHUNKS];
+} chunk_counts;
+
+static void chunks_read(const ring *r, chunk_counts *c)
+{
+    for (uint32_t i = 0; i < TW_DEFER_CHUNKS; i++) {
+        /* Relaxed: ordered after the tail our caller acquired. */
+        c->n[i] = r->live ? atomic_load_explicit(&r->live[i], memory_order_relaxed) : 1;
+    }
+}
+
+/* Whether the drain may pass the chunk at position k unread: it starts
+ * there, lies below the tail t the drain acquired, and its count read 0. */
+static bool chunk_passable(const chunk_counts *c, uint32_t k, uint32_t t)
+{
+    return k % TW_DEFER_CHUNK == 0 && t - k >= TW_DEFER_CHUNK &&
+           c->n[k / TW_DEFER_CHUNK % TW_DEFER_CHUNKS] == 0;
+}
+
 /* Append (entry, tick) at position t of r, t below the head + r->size:
- * the entry, its page's bound, then the tail that publishes both. */
+ * the entry, its page's bound (and its chunk's count in a log), then the
+ * tail that publishes them. */
 static void ring_append(const ring *r, uint32_t t, uint64_t entry, uint64_t tick)
 {
     tw_defer_entry *e = &r->e[t % r->size];
@@ -251,7 +322,10 @@ static void ring_append(const ring *r, uint32_t t, uint64_t entry, uint64_t tick
                                     : atomic_load_explicit(b, memory_order_relaxed);
     if (tick < min)
         atomic_store_explicit(b, tick, memory_order_relaxed);
-    /* Release: the entry (and its page's bound) before the drainer's acquire. */
+    if (r->live)
+        chunk_count(r->live, t);
+    /* Release: the entry (and its page's bound, its chunk's count) before
+     * the drainer's acquire. */
     atomic_store_explicit(r->tail, t + 1, memory_order_release);
 }
 
@@ -562,19 +636,31 @@ static uint64_t pages_bound(const ring *r, uint32_t h, uint32_t t)
 
 /* Place the current entries of r at [h, t); returns the position reached
  * (t, or the entry that found no memory), with the stale ones counted in
- * *stale. Gives room as it goes: every DRAIN_GIVE entries in a log, and
- * in a spill at each page's end, after giving the page back. */
+ * *stale, and the chunks passed unread in *passed. Gives room as it goes:
+ * every DRAIN_GIVE entries in a log, and in a spill at each page's end,
+ * after giving the page back. */
 static uint32_t drain_ring(tw_service *s, const ring *r, uint32_t h, uint32_t t,
-                           tw_defer_spill *spill, uint32_t *stale)
+                           tw_defer_spill *spill, uint32_t *stale, uint32_t *passed)
 {
-    uint32_t k;
+    uint32_t k, given = h;
+    chunk_counts counts;
+    chunks_read(r, &counts);
     for (k = h; k != t; k++) {
-        if (k != h && spill && k % r->page == 0)
+        if (k != h && spill && k % r->page == 0) {
             give_spill_page(s, spill, r, k);
-        else if (k != h && !spill && (k - h) % DRAIN_GIVE == 0)
+        } else if (!spill && k - given >= DRAIN_GIVE) {
             give_room_early(s, r, k);
-        if (t - k > DRAIN_AHEAD)
-            prefetch_entry_record(s, r, k + DRAIN_AHEAD);
+            given = k;
+        }
+        if (chunk_passable(&counts, k, t)) {
+            *passed += 1;
+            *stale += TW_DEFER_CHUNK;
+            k += TW_DEFER_CHUNK - 1; /* every entry cleared: stale */
+            continue;
+        }
+        uint32_t ahead = k + DRAIN_AHEAD;
+        if (t - k > DRAIN_AHEAD && !chunk_passable(&counts, ahead & ~(TW_DEFER_CHUNK - 1), t))
+            prefetch_entry_record(s, r, ahead);
         tw_defer_entry *e = &r->e[k % r->size];
         /* Relaxed: as above. */
         uint64_t v = atomic_load_explicit(&e->entry, memory_order_relaxed);
@@ -643,10 +729,15 @@ static bool drain_log(tw_service *s, tw_defer_log *d, bool some)
         if (pages_bound(&r, h, t) > cur + 2 * TW_DEFER_AHEAD)
             t = t - h > TW_DEFER_KEEP ? t - TW_DEFER_KEEP : h;
     }
-    uint32_t stale = 0;
-    uint32_t k = drain_ring(s, &r, h, t, NULL, &stale);
+    uint32_t stale = 0, passed = 0;
+    uint32_t k = drain_ring(s, &r, h, t, NULL, &stale, &passed);
     if (k - h >= KEEP_JUDGE)
         atomic_store_explicit(&d->keep, 2 * stale >= k - h, memory_order_relaxed);
+    /* Relaxed: ours; tests read it. */
+    if (passed)
+        atomic_store_explicit(&d->passed,
+                              atomic_load_explicit(&d->passed, memory_order_relaxed) + passed,
+                              memory_order_relaxed);
     if (k != t)
         return false;
     /* Acquire: the spill as its owner made it. */
@@ -660,7 +751,7 @@ static bool drain_log(tw_service *s, tw_defer_log *d, bool some)
     uint32_t most = TW_SPILL_DRAIN_PAGES * TW_SPILL_PAGE - h % TW_SPILL_PAGE;
     if (some && t - h > most)
         t = h + most; /* to a page's end */
-    return drain_ring(s, &sr, h, t, p, &stale) == t;
+    return drain_ring(s, &sr, h, t, p, &stale, &passed) == t;
 }
 
 /* Stripe i's log, or NULL if its owners never logged a timer. */

@@ -136,7 +136,7 @@ extern TW_TLS bool tw__stripe_owned;
  * owns none (or has none yet) or the light fence is a real one
  * (tw__fence_real: no membarrier; such a thread's cancels take the general
  * path, which leaves its log entries to the drain); TW_LEAN_FORGETS while
- * our cancels clear their log entries (tw__defer_stale_entry). Written by
+ * our cancels clear their log entries (tw__defer_forget). Written by
  * this thread only: service.c (the stripe), defer.c (forgets).
  *
  * Why one word: a cancel in random order waits on its record's CAS, and
@@ -1554,6 +1554,8 @@ typedef struct tw_defer_entry {
 #define TW_DEFER_PAGE   (TW_DEFER_LOG / 4) /* entries under one bound */
 #define TW_DEFER_KEEP   TW_DEFER_PAGE /* newest entries a drain may leave (defer.c) */
 #define TW_DEFER_BOUNDS 8u /* bounds kept: a log spans at most 5 pages */
+#define TW_DEFER_CHUNK  128u /* entries under one live count (defer.c, chunks) */
+#define TW_DEFER_CHUNKS (TW_DEFER_LOG / TW_DEFER_CHUNK)
 /* A log's spill (defer.c): where a full log's owner appends while a burst
  * outruns the cursor, as long as the spill holds no more than the timers
  * pending (one page over at most). Its entries are address space reserved
@@ -1587,8 +1589,13 @@ typedef struct tw_defer_log {
     _Atomic uint64_t bound[TW_DEFER_BOUNDS];
     _Atomic(tw_defer_spill *) spill;  /* the owner's, made on first need */
     uint32_t spill_retry;             /* the owner's: armings left before it asks again */
+    /* The owner's: live[c], the entries appended to chunk c (positions
+     * [c, c + 1) * TW_DEFER_CHUNK, modulo the log) since it last started
+     * the chunk, less those its cancels cleared (defer.c, chunks). */
+    _Atomic uint8_t live[TW_DEFER_CHUNKS] TW_ALIGNED;
     _Atomic uint32_t head TW_ALIGNED; /* the cursor's */
     _Atomic bool keep; /* the cursor's: its last drain found most entries stale */
+    _Atomic uint64_t passed; /* the cursor's: chunks its drains passed unread (tests) */
     tw_defer_entry e[TW_DEFER_LOG] TW_ALIGNED;
 } tw_defer_log;
 /* Log the entry of rec instead of placing it (false: place it now). */
@@ -1616,9 +1623,11 @@ uint64_t tw__defer_bound(tw_service *s);
 uint64_t tw__defer_next_due(tw_service *s);
 
 /* A cancel by the owner of stripe `mine` that took record idx from
- * PENDING to FREE: the entry of its log to clear (NULL: none), where the
- * record's last logged arming put an entry of idx, so that the cursor's
- * drain passes it by without reading the record.
+ * PENDING to FREE: clear the entry of its log where the record's last
+ * logged arming put an entry of idx, if it is still there, so that the
+ * cursor's drain passes it by without reading the record, and take it
+ * from its chunk's live count, so that a drain passes a chunk whose
+ * entries are all cleared without reading them (defer.c, chunks).
  *
  * Why: the drain's look at a record (is this entry still its placement?)
  * took the record's line to the cursor's core, and the owner's next write
@@ -1649,24 +1658,40 @@ uint64_t tw__defer_next_due(tw_service *s);
  * stale (the log's keep, defer.c): cancels then come before the drain,
  * as in WL1, and the look pays. Loaded before the CAS instead, the look
  * needed two registers saved, and was slower still. */
-static inline _Atomic uint64_t *tw__defer_stale_entry(tw_service *s, uint32_t mine,
-                                                      const tw_record *rec, uint32_t idx)
+static inline void tw__defer_forget(tw_service *s, uint32_t mine, const tw_record *rec,
+                                    uint32_t idx)
 {
     /* Relaxed: the stripe's owner stored it (defer.c, my_log). */
     tw_defer_log *d = atomic_load_explicit(&s->defer[mine], memory_order_relaxed);
     if (!d)
-        return NULL;
+        return;
     /* Relaxed: a hint (above); when it is ours, we wrote it. */
     uint32_t pos = atomic_load_explicit(&((tw_record *)rec)->logged, memory_order_relaxed);
     /* Relaxed: we are the tail's only writer. Only our last TW_DEFER_LOG
      * appends are still in the ring: an older position is not looked at
      * (WL2's cancels, long after their armings, would each load a line of
      * the log for nothing). */
-    if (atomic_load_explicit(&d->tail, memory_order_relaxed) - pos - 1 >= TW_DEFER_LOG)
-        return NULL;
+    uint32_t tail = atomic_load_explicit(&d->tail, memory_order_relaxed);
+    if (tail - pos - 1 >= TW_DEFER_LOG)
+        return;
     _Atomic uint64_t *e = &d->e[pos % TW_DEFER_LOG].entry;
     /* Relaxed: we are the entry's only writer. */
-    return (uint32_t)atomic_load_explicit(e, memory_order_relaxed) == idx ? e : NULL;
+    if ((uint32_t)atomic_load_explicit(e, memory_order_relaxed) != idx)
+        return;
+    /* Relaxed: its readers take either value (above). */
+    atomic_store_explicit(e, 0, memory_order_relaxed);
+    /* The count is the chunk's since our last append at its start: an
+     * append at pos's chunk start a lap later (tail past it) started it
+     * afresh for the entries of that lap, of which this is not one. */
+    uint32_t start = pos & ~(TW_DEFER_CHUNK - 1);
+    if (tail - start > TW_DEFER_LOG)
+        return;
+    _Atomic uint8_t *live = &d->live[pos / TW_DEFER_CHUNK % TW_DEFER_CHUNKS];
+    /* Relaxed (load and store): we are its only writer; the cursor reads
+     * it as a lower bound's hint only once our tail has passed the chunk
+     * (defer.c, chunks), and a count it reads too high only costs a read. */
+    atomic_store_explicit(live, (uint8_t)(atomic_load_explicit(live, memory_order_relaxed) - 1),
+                          memory_order_relaxed);
 }
 void tw__defer_fini(tw_service *s);
 

@@ -1035,12 +1035,8 @@ static inline int cancel_freed(tw_service *s, const tw_record *rec, uint32_t idx
     if (__builtin_expect(lean & TW_LEAN_SLOW, 0))
         return CANCEL_REST;
     uint32_t mine = lean & TW_LEAN_STRIPE;
-    if (__builtin_expect(lean & TW_LEAN_FORGETS, 0)) {
-        _Atomic uint64_t *stale = tw__defer_stale_entry(s, mine, rec, idx);
-        /* Relaxed: its readers take either value (tw__defer_stale_entry). */
-        if (stale)
-            atomic_store_explicit(stale, 0, memory_order_relaxed);
-    }
+    if (__builtin_expect(lean & TW_LEAN_FORGETS, 0))
+        tw__defer_forget(s, mine, rec, idx);
     tw_magazine *m = &s->rec.mag[mine];
     if (__builtin_expect(!tw__mag_enter_at(m, false), 0))
         return CANCEL_REST;

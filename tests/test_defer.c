@@ -241,7 +241,7 @@ static void release_cancel_end(tw_service *s, gate *g, tw_timer *h, int n, int f
 }
 
 /* Once the log's drains find most entries stale, its owner's cancels
- * clear the entries they logged (tw__defer_stale_entry), so that the
+ * clear the entries they logged (tw__defer_forget), so that the
  * drain passes them by without a look at the record: the cancelled
  * timers' entries read 0, the live ones' are as logged, and the live ones
  * are still there to cancel. */
@@ -311,6 +311,112 @@ static void a_cancel_clears_only_its_timers_entry(void **state)
     ASSERT_RC(tw_cancel(s, a.h), TW_OK); /* its record says position t0 + AT */
     assert_int_equal((uint32_t)log_entry(d, t0 + AT), tw__handle_idx(h[AT]));
     release_cancel_end(s, &g, h, N, 0, 1);
+}
+
+/* A chunk of the log (TW_DEFER_CHUNK positions) whose entries its owner's
+ * cancels all cleared is passed by the drain unread (defer.c, chunks);
+ * one that still holds a live entry is read, and the entry placed. Here
+ * every timer but one is cancelled, in the second whole chunk of the
+ * positions the drain takes (the newest TW_DEFER_KEEP stay). */
+static void a_drain_passes_chunks_its_owner_cleared(void **state)
+{
+    (void)state;
+    enum { N = TW_DEFER_KEEP + 6 * TW_DEFER_CHUNK };
+    static tw_timer h[N];
+    gate g;
+    tw_defer_log *d;
+    uint32_t t0;
+    tw_service *s = held_after_stale(&g, h, N, &d, &t0);
+    uint32_t first = (t0 + TW_DEFER_CHUNK - 1) & ~(TW_DEFER_CHUNK - 1); /* a chunk's start */
+    uint32_t drained = t0 + N - TW_DEFER_KEEP;
+    uint32_t whole = (drained - first) / TW_DEFER_CHUNK; /* chunks the drain takes whole */
+    assert_true(whole >= 5);
+    int live = (int)(first - t0) + TW_DEFER_CHUNK + 5; /* in the second whole chunk */
+    for (int i = 0; i < N; i++)
+        if (i != live)
+            ASSERT_RC(tw_cancel(s, h[i]), TW_OK);
+    assert_int_equal(log_entry(d, t0 + 1), 0); /* cleared: the owner's cancels forget */
+    uint64_t passed = atomic_load(&d->passed);
+    uint64_t before = tw__reserved_total(s);
+    release_cursor(&g);
+    /* The live one is placed, and nothing else. */
+    assert_int_equal(wait_for(s, tw__reserved_total, before + 1), before + 1);
+    t_sleep_ns(20 * T_MS);
+    assert_int_equal(tw__reserved_total(s), before + 1);
+    /* Every whole chunk but the live one's passed unread (and perhaps
+     * chunks before t0 that the stale page left cleared). */
+    assert_true(atomic_load(&d->passed) - passed >= whole - 1);
+    release_cancel_end(s, &g, h, N, live, N);
+}
+
+/* Arm (and cancel) timers 3600 s away until the calling thread's log d
+ * reaches position `at` (an equal tail: the next append goes there). */
+static void churn_log_to(tw_service *s, tw_defer_log *d, uint32_t at)
+{
+    while (atomic_load(&d->tail) != at) {
+        tw_timer t;
+        ASSERT_RC(tw_schedule(s, 3600 * T_S, t_noop, NULL, &t), TW_OK);
+        ASSERT_RC(tw_cancel(s, t), TW_OK);
+    }
+}
+
+/* Arm a timer `delay` away and check that it went to position `at` of
+ * the calling thread's log d. */
+static tw_timer arm_logged(tw_service *s, tw_defer_log *d, uint32_t at, uint64_t delay)
+{
+    /* Room in the log (a full one spills): the cursor, poked as it filled,
+     * drains it. */
+    uint64_t end = t_mono_ns() + 10 * T_S;
+    while (at - atomic_load(&d->head) >= TW_DEFER_LOG && t_mono_ns() < end)
+        t_sleep_ns(T_MS);
+    tw_timer t;
+    ASSERT_RC(tw_schedule(s, delay, t_noop, NULL, &t), TW_OK);
+    assert_int_equal(atomic_load(&d->tail), at + 1);
+    assert_int_equal((uint32_t)log_entry(d, at), tw__handle_idx(t));
+    return t;
+}
+
+/* A cancel that clears an entry of the chunk's lap before counts against
+ * nothing of the lap its owner has started there since. Timer `old` is
+ * logged at position 10 of a chunk that starts at S; a lap later timer
+ * `fresh` starts the chunk again at S + TW_DEFER_LOG, and then `old` is
+ * cancelled, its entry still in the log. Taken from the new lap's count,
+ * that clear would leave the chunk at 0 once its other entries were
+ * cancelled too, and the drain would pass `fresh` unread: lost, and
+ * tw_next_due would not see it. */
+static void a_clear_of_a_lap_before_leaves_the_chunks_count(void **state)
+{
+    (void)state;
+    tw_service *s = t_monotonic(0, T_MS);
+    log_mostly_stale(s);
+    tw_defer_log *d = my_log(s);
+    uint32_t at = atomic_load(&d->tail);
+    uint32_t S = (at + TW_DEFER_CHUNK - 1) & ~(TW_DEFER_CHUNK - 1);
+    churn_log_to(s, d, S + 10);
+    tw_timer old = arm_logged(s, d, S + 10, 3600 * T_S);
+    churn_log_to(s, d, S + TW_DEFER_LOG);
+    uint64_t armed = tw_now(s);
+    tw_timer fresh = arm_logged(s, d, S + TW_DEFER_LOG, 1800 * T_S);
+    assert_int_equal((uint32_t)log_entry(d, S + 10), tw__handle_idx(old)); /* still there */
+    ASSERT_RC(tw_cancel(s, old), TW_OK);
+    assert_int_equal(log_entry(d, S + 10), 0); /* cleared by the owner's cancel */
+    /* The rest of the chunk, and more, until a drain has passed it (the
+     * cursor drains when the log fills: the drains leave the newest
+     * TW_DEFER_KEEP entries). */
+    uint32_t past = S + TW_DEFER_LOG + TW_DEFER_CHUNK;
+    uint64_t end = t_mono_ns() + 10 * T_S;
+    while ((int32_t)(atomic_load(&d->head) - past) < 0 && t_mono_ns() < end)
+        churn_log_to(s, d, atomic_load(&d->tail) + 1);
+    assert_true((int32_t)(atomic_load(&d->head) - past) >= 0);
+    /* From the wheel: its slot's start at that level, never later. Lost,
+     * it would be the others' 3600 s, or none. */
+    uint64_t due = tw_next_due(s);
+    assert_true(due >= armed + 1700 * T_S && due < armed + 1801 * T_S);
+    ASSERT_RC(tw_cancel(s, fresh), TW_OK);
+    tw_stats st;
+    tw_stats_get(s, &st);
+    assert_int_equal(st.pending, 0);
+    tw_destroy(s);
 }
 
 /* tw_next_due answers no later than a timer that is only in a log, and
@@ -1028,6 +1134,8 @@ int main(void)
         cmocka_unit_test_setup(only_live_logged_timers_are_placed, t_setup),
         cmocka_unit_test_setup(an_owners_cancel_clears_its_logged_entry, t_setup),
         cmocka_unit_test_setup(a_cancel_clears_only_its_timers_entry, t_setup),
+        cmocka_unit_test_setup(a_drain_passes_chunks_its_owner_cleared, t_setup),
+        cmocka_unit_test_setup(a_clear_of_a_lap_before_leaves_the_chunks_count, t_setup),
         cmocka_unit_test_setup(next_due_sees_logged_timers, t_setup),
         cmocka_unit_test_setup(next_due_forgets_a_drained_log, t_setup),
         cmocka_unit_test_setup(a_full_log_spills_a_burst, t_setup),

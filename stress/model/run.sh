@@ -161,13 +161,14 @@ fi
 
 # Every rare path can be taken in the model.
 names=(tombstoned newer late_slot cancel_lost lease_met resched_firing overflow compacted
-       stale_dropped detached_publish gave_back give_back_kept log_placed log_dropped log_kept)
+       stale_dropped detached_publish gave_back give_back_kept log_placed log_dropped log_kept
+       log_passed)
 for n in 1 2 3 4 5 6 7 8 9 10 11 12; do
     fail "reach$n" "rare path ${names[$((n - 1))]} reached" "assertion violated ($n!=$n)" \
         -DLEVELS=2 -DCOMPACT -DMAXT=1 -DDMAX=2 -DREACH=$n
 done
 
-for n in 13 14; do # deferred placement's (one level is enough)
+for n in 13 14 16; do # deferred placement's (one level is enough)
     fail "reach$n" "rare path ${names[$((n - 1))]} reached" "assertion violated ($n!=$n)" \
         -DDEFER -DMAXT=1 -DDMAX=2 -DREACH=$n
 done
@@ -180,6 +181,8 @@ fail no_margin "BROKEN_DEFER_NO_MARGIN (a timer logged for the next tick misses 
     "logfresh" -DDEFER -DMAXT=1 -DDMAX=1 -DBROKEN_DEFER_NO_MARGIN
 fail keep_due "BROKEN_DEFER_KEEP_DUE (a drain leaves a due entry in its log)" \
     "logfresh" -DDEFER -DMAXT=1 -DDMAX=2 -DBROKEN_DEFER_KEEP_DUE
+fail count_late "BROKEN_DEFER_COUNT_LATE (a chunk's count published after its entry: a drain passes a live entry)" \
+    "gn==1" -DDEFER -DMAXT=1 -DDMAX=2 -DBROKEN_DEFER_COUNT_LATE
 fail no_tombstone "BROKEN_NO_TOMBSTONE (late publish lands a rotation late)" "" \
     -DMAXT=1 -DDMAX=1 -DBROKEN_NO_TOMBSTONE
 fail no_version "BROKEN_NO_VERSION (claim on a stale deadline fires early)" "dl[ti]<=T" \

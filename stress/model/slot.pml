@@ -134,6 +134,11 @@
  *   -DBROKEN_DEFER_KEEP_DUE  (with -DDEFER) a drain leaves an entry in
  *                          its log whatever its tick: one due by the step
  *                          misses it (property 10);
+ *   -DBROKEN_DEFER_COUNT_LATE  (with -DDEFER) the append writes its
+ *                          chunk's count after the tail that publishes
+ *                          the entry: a drain in between reads the chunk
+ *                          as cleared and passes a live timer's entry
+ *                          unread (property 5: the timer has no entry);
  *   -DBROKEN_NO_VERSION    releasing a lease does not bump the version, so
  *                          the drain's claim CAS succeeds on a deadline it
  *                          read before a reschedule moved it (property 2);
@@ -310,6 +315,8 @@ byte logk[NT];              /* tw_defer_entry.tick */
 bit  inlog[NT];             /* ghost: the entry waits in the log */
 bit  logfresh[NT];          /* ghost: appended with cur as its producer read
                                it (no stall between its look and its append) */
+bit  loglive[NT];           /* tw_defer_log.live: the count of the entry's
+                               chunk (here a chunk of one entry) */
 #endif
 
 /* Rare paths: RARE(n) is a no-op, unless the model is compiled with
@@ -333,6 +340,7 @@ bit  logfresh[NT];          /* ghost: appended with cur as its producer read
 #define R_LOG_PLACED      13  /* -DDEFER: the drain of a log placed an entry */
 #define R_LOG_DROPPED     14  /* -DDEFER: the drain of a log dropped a stale one */
 #define R_LOG_KEPT        15  /* -DDEFER: a drain left a far entry in its log */
+#define R_LOG_PASSED      16  /* -DDEFER: a drain passed a chunk its owner cleared */
 #define R_GIVE_BACK_KEPT  12  /* a give-back's close found a reservation made
                                  after its look: the word went back as it was */
 
@@ -1072,12 +1080,19 @@ inline drain_logs(T_)
 #endif
                 RARE(R_LOG_KEPT);
                 ti = NT
-            :: inlog[ti] && IS_VALUE(logv[ti]) && ST(rst[ti]) == PENDING &&
+            :: inlog[ti] && !loglive[ti] ->
+                /* chunks (defer.c): a count of 0, read after the tail,
+                 * passes the entry unread */
+                RARE(R_LOG_PASSED);
+                inlog[ti] = 0;
+                logv[ti] = 0;
+                ti = NT
+            :: inlog[ti] && loglive[ti] && IS_VALUE(logv[ti]) && ST(rst[ti]) == PENDING &&
                V_TAG(logv[ti]) == rseq[ti] ->
                 RARE(R_LOG_PLACED);
                 ttag = V_TAG(logv[ti]);
                 tdd = logk[ti]
-            :: inlog[ti] && !(IS_VALUE(logv[ti]) && ST(rst[ti]) == PENDING &&
+            :: inlog[ti] && loglive[ti] && !(IS_VALUE(logv[ti]) && ST(rst[ti]) == PENDING &&
                               V_TAG(logv[ti]) == rseq[ti]) ->
                 RARE(R_LOG_DROPPED);        /* stale, or cleared by its cancel */
                 inlog[ti] = 0;              /* stale: dropped, never placed */
@@ -1190,15 +1205,24 @@ inline schedule(i)
 #ifdef DEFER
     if
     :: rlog ->
-        atomic {                        /* the append: entry, then the tail (release) */
+        atomic {                        /* the append: entry, count, then the tail (release) */
             logv[i] = MKVAL(i, rtag);
             logk[i] = k;
+#ifndef BROKEN_DEFER_COUNT_LATE
+            loglive[i] = 1;
+#endif
             inlog[i] = 1;
             logfresh[i] = (cur == rcur);
+#ifndef BROKEN_DEFER_COUNT_LATE
             busy[i] = 0;                /* the call returns: the cursor places it */
+#endif
             rlog = false;
             rcur = 0
         }
+#ifdef BROKEN_DEFER_COUNT_LATE
+        /* the chunk's count written after the tail that publishes the entry */
+        atomic { loglive[i] = 1; busy[i] = 0 }
+#endif
     :: else -> place_aimed(i, rtag, k, true)
     fi;
 #else
@@ -1208,19 +1232,20 @@ inline schedule(i)
 }
 
 #ifdef DEFER
-/* tw__defer_stale_entry (internal.h): the owner of the log, after its
+/* tw__defer_forget (internal.h): the owner of the log, after its
  * cancel's CAS took the timer from PENDING to FREE (rfreed), may clear the
- * entry it logged for it (while tw__defer_forgets is up: either way here),
- * so that the drain passes it by without a look at the record. The index
- * is checked: only an entry of this timer is cleared. */
+ * entry it logged for it (while TW_LEAN_FORGETS is up: either way here),
+ * so that the drain passes it by without a look at the record, and takes
+ * it from its chunk's count. The index is checked: only an entry of this
+ * timer is cleared. */
 inline forget(i)
 {
     if
     :: rfreed ->
         atomic {
             if
-            :: IS_VALUE(logv[i]) && V_TIMER(logv[i]) == (i) -> logv[i] = 0
-            :: true -> skip             /* tw__defer_forgets down */
+            :: IS_VALUE(logv[i]) && V_TIMER(logv[i]) == (i) -> logv[i] = 0; loglive[i] = 0
+            :: true -> skip             /* TW_LEAN_FORGETS down */
             fi;
             rfreed = false
         }
