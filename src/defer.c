@@ -256,10 +256,11 @@ static tw_defer_log *my_log(tw_service *s)
  * counts a drain, not 32 lines a chunk.
  * Why it is safe: a count of 0 the cursor reads for a chunk the tail it
  * acquired has passed counts every append of the chunk's lap (each
- * written before the tail's release), so each of those entries was
- * cleared, and a cleared entry's timer was FREE before (tw__defer_forget
- * clears after the cancel's CAS): stale, which the drain would have
- * dropped. A clear of an entry of a lap before counts against nothing:
+ * written before the tail's release), and each clear takes one entry of
+ * it out once (tw__defer_forget clears only an entry with the value bit
+ * set), so each of those entries was cleared, and a cleared entry's timer
+ * was FREE before (tw__defer_forget clears after the cancel's CAS):
+ * stale, which the drain would have dropped. A clear of an entry of a lap before counts against nothing:
  * tw__defer_forget leaves the count alone once an append has started the
  * chunk's next lap. A count read too high (a clear not yet seen) only
  * costs the read. The counts are bytes: a chunk holds 128 entries. */

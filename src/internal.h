@@ -906,6 +906,9 @@ typedef struct tw_wheel {
                                 round robin's budget counts them; tests */
     uint64_t compact_idle;   /* slots the round robin passed since a round
                                 last took a position out (compact_round_now) */
+    uint64_t claimed_ever;   /* claims the steps made, ever (the sweep ahead) */
+    uint32_t idle_steps;     /* steps in a row that claimed nothing (the sweep) */
+    _Atomic uint64_t steps;  /* steps, ever (the drainer's; tests read it) */
     tw_vec taken;            /* entries taken out of slots in this step */
     tw_vec due;              /* (key, handle) pairs claimed in this step */
     tw_vec spare;            /* order_due's scratch, swapped with due */
@@ -952,6 +955,10 @@ uint64_t tw__wheel_overflowed(tw_service *s);
 uint64_t tw__wheel_entries(tw_service *s);
 /* The earliest tick after cur with work, or UINT64_MAX. Drainer only. */
 uint64_t tw__wheel_next_work(tw_service *s);
+/* The cursor, before it plans a sleep after steps that claimed nothing:
+ * compact the stale slots it would wake for first (wheel.c, the sweep
+ * ahead). True if it emptied one. */
+bool tw__wheel_sweep_ahead(tw_service *s);
 /* Early claims (wheel.c; the cursor). Tests (test_defer.c): the entries
  * in T's level-0 slot if they are a burst the cursor may claim now (else
  * 0). Claim the slot of T, for the step to T to hand over first. stop_at:
@@ -1675,8 +1682,14 @@ static inline void tw__defer_forget(tw_service *s, uint32_t mine, const tw_recor
     if (tail - pos - 1 >= TW_DEFER_LOG)
         return;
     _Atomic uint64_t *e = &d->e[pos % TW_DEFER_LOG].entry;
-    /* Relaxed: we are the entry's only writer. */
-    if ((uint32_t)atomic_load_explicit(e, memory_order_relaxed) != idx)
+    /* Relaxed: we are the entry's only writer. The value bit first: a
+     * cleared entry (0) reads as index 0, and record 0 cancelled again
+     * with its `logged` still there (re-armed since without a log append:
+     * placed by the call, spilled) would take the chunk's count down a
+     * second time for one entry, to 0 beside a live one (a review's test,
+     * 2026-11-30: that timer never fired). */
+    uint64_t v = atomic_load_explicit(e, memory_order_relaxed);
+    if (!(v & TW_ENTRY_VALUE) || (uint32_t)v != idx)
         return;
     /* Relaxed: its readers take either value (above). */
     atomic_store_explicit(e, 0, memory_order_relaxed);

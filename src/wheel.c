@@ -866,6 +866,7 @@ static void take_entry(tw_service *s, uint64_t v, uint64_t T, tw_vec *into, uint
             if (k < s->wheel.step_min_tick)
                 s->wheel.step_min_tick = k;
             s->wheel.claimed++;
+            s->wheel.claimed_ever++;
             tw__vec_push(into, due_order_key(s, deadline, k));
             tw__vec_push(into, tw__handle(tw__gen(st), idx));
             return;
@@ -944,6 +945,7 @@ void tw__wheel_step(tw_service *s, uint64_t T)
     uint64_t c = atomic_load_explicit(&w->cur, memory_order_relaxed);
     if (T <= c)
         return;
+    uint64_t claimed_before = w->claimed_ever;
     if (w->cascade.n != 0 && T >= w->cascade_tick)
         cascade_pieces(s, false); /* an early drain's rest, relative to c, first */
     hands_full(w, c + 1);
@@ -968,6 +970,10 @@ void tw__wheel_step(tw_service *s, uint64_t T)
     count_claims(s, c + 1);
     hands_empty(w, T + 1);
     tw__seg_poll(s); /* free what earlier drains detached (segments.c) */
+    w->idle_steps = w->claimed_ever != claimed_before ? 0 : w->idle_steps + 1;
+    /* Relaxed: a count for tests; only the drainer writes it. */
+    atomic_store_explicit(&w->steps, atomic_load_explicit(&w->steps, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
 }
 
 /* Claim or re-place the entries just taken. With a worker pool, claims
@@ -2569,14 +2575,9 @@ void tw__wheel_pressure(tw_service *s)
 
 /* ---- the idle scan (the drainer only) ------------------------------------- */
 
-/* The least next epoch after c of level l's occupied slots, or
- * UINT64_MAX. Along the slots in circular order from the one after c's,
- * next_epoch_after only grows (those after c's slot collect for this
- * turn, the rest, c's own last, for the next), so the first occupied one
- * met is the answer: a look at a word or two, where taking the least of
- * every occupied slot's epoch cost a full wheel's (4096 slots, 9 levels)
- * each time, and an early claim now asks between its pieces. */
-static uint64_t level_next_work(const tw_wheel *w, uint32_t l, uint64_t c)
+/* Level l's first occupied slot after c's, in circular order (*i); false
+ * if it has none. */
+static bool level_next_slot(const tw_wheel *w, uint32_t l, uint64_t c, uint32_t *i)
 {
     uint32_t start = (uint32_t)(((c >> level_shift(w, l)) + 1) & (w->nslots - 1));
     uint32_t k0 = start / 64, b0 = start % 64;
@@ -2589,10 +2590,25 @@ static uint64_t level_next_work(const tw_wheel *w, uint32_t l, uint64_t c)
             bits &= ~0ull << b0; /* from the start on */
         else if (n == w->occ_words)
             bits &= b0 ? ~(~0ull << b0) : 0; /* back round to the start */
-        if (bits)
-            return next_epoch_after(w, l, k * 64 + (uint32_t)__builtin_ctzll(bits), c);
+        if (bits) {
+            *i = k * 64 + (uint32_t)__builtin_ctzll(bits);
+            return true;
+        }
     }
-    return UINT64_MAX;
+    return false;
+}
+
+/* The least next epoch after c of level l's occupied slots, or
+ * UINT64_MAX. Along the slots in circular order from the one after c's,
+ * next_epoch_after only grows (those after c's slot collect for this
+ * turn, the rest, c's own last, for the next), so the first occupied one
+ * met is the answer: a look at a word or two, where taking the least of
+ * every occupied slot's epoch cost a full wheel's (4096 slots, 9 levels)
+ * each time, and an early claim now asks between its pieces. */
+static uint64_t level_next_work(const tw_wheel *w, uint32_t l, uint64_t c)
+{
+    uint32_t i;
+    return level_next_slot(w, l, c, &i) ? next_epoch_after(w, l, i, c) : UINT64_MAX;
 }
 
 uint64_t tw__wheel_next_work(tw_service *s)
@@ -2616,6 +2632,76 @@ uint64_t tw__wheel_next_work(tw_service *s)
             best = e;
     }
     return best;
+}
+
+/* ---- the sweep ahead (the cursor, before it plans a sleep) ---------------- */
+
+/*
+ * A slot whose entries are all stale (their timers cancelled or moved
+ * after the cursor placed them) still wakes the cursor at its tick, and
+ * compaction leaves such entries alone while the wheel is within its
+ * allowance (twice the pending timers plus two entries a slot). After a
+ * spell of arming and cancelling, a service with nothing pending then woke
+ * at every tick for a turn of level 0: a review's program (2026-11-30,
+ * MONOTONIC, 65536 slots) measured 0.062 CPU-s/s and 5004 steps in 5 s,
+ * against 0.003 and none before the spell, and a turn of level 0 is 65 s
+ * there (4 s with the defaults). So once TW_SWEEP_AFTER steps in a row
+ * have claimed nothing, the cursor, before it plans its sleep, compacts
+ * the slots its plan would wake for, nearest first (compact_one, the
+ * next tick's slots too), up to TW_SWEEP_SLOTS of them, and stops at the
+ * first that keeps an entry, that compaction found live last time
+ * (barren), or that holds more than TW_SWEEP_ENTRIES (a large slot's
+ * compaction could make the next due step late; its tick comes anyway).
+ * A swept slot would have been drained at its tick at the same cost; what
+ * a sweep adds is a slot of live entries placed again, at most once until
+ * producers add to it (barren), and only after steps that claimed nothing.
+ */
+#define TW_SWEEP_AFTER 2
+#define TW_SWEEP_SLOTS 64u
+#define TW_SWEEP_ENTRIES 4096u
+
+/* The occupied slot the cursor's plan wakes for first (of any level);
+ * false if there is none. */
+static bool next_occupied(const tw_wheel *w, uint64_t c, uint32_t *lo, uint32_t *io)
+{
+    uint64_t best = UINT64_MAX;
+    for (uint32_t l = 0; l < w->levels; l++) {
+        uint32_t i;
+        if (!level_next_slot(w, l, c, &i))
+            continue;
+        uint64_t e = next_epoch_after(w, l, i, c);
+        if (e < best) {
+            best = e;
+            *lo = l;
+            *io = i;
+        }
+    }
+    return best != UINT64_MAX;
+}
+
+bool tw__wheel_sweep_ahead(tw_service *s)
+{
+    tw_wheel *w = &s->wheel;
+    if (w->idle_steps < TW_SWEEP_AFTER || w->cascade.n != 0 || w->staged.n != 0 ||
+        w->stash.n != 0)
+        return false; /* busy, or an early drain's or claim's work waits */
+    w->idle_steps = 0;
+    /* Relaxed: only the drainer writes cur. */
+    uint64_t c = atomic_load_explicit(&w->cur, memory_order_relaxed);
+    tw__seg_budget(s); /* compaction gives segments back, as drains do */
+    uint32_t swept = 0;
+    for (uint32_t n = 0; n < TW_SWEEP_SLOTS; n++) {
+        uint32_t l, i;
+        if (!next_occupied(w, c, &l, &i) || barren_of(w, l, i) ||
+            slot_entries(w, l, i) > TW_SWEEP_ENTRIES)
+            break;
+        int stop = COMPACT_ON;
+        w->compacted += compact_one(s, l, i, c, true, false, &stop);
+        if (stop != COMPACT_ON || slot_marked(w, l, i))
+            break; /* it keeps live entries: the plan wakes for them */
+        swept++;
+    }
+    return swept > 0;
 }
 
 /* ---- the next due time (any thread) --------------------------------------- */

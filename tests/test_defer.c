@@ -419,6 +419,60 @@ static void a_clear_of_a_lap_before_leaves_the_chunks_count(void **state)
     tw_destroy(s);
 }
 
+/* A second cancel of record 0 whose `logged` still points at its entry,
+ * cleared by the first (re-armed in between without a log append: due
+ * within the margin, placed by the call), takes nothing from the chunk's
+ * count: a cleared entry reads as index 0, and before the value bit was
+ * checked the count fell to 0 beside a live timer of the chunk, which the
+ * drain then passed unread: it never fired (a review's test, 2026-11-30). */
+static _Atomic int beside_ran;
+
+static void note_beside_ran(tw_timer t, void *arg)
+{
+    (void)t;
+    (void)arg;
+    atomic_store(&beside_ran, 1);
+}
+
+static void a_second_cancel_of_record_0_takes_nothing(void **state)
+{
+    (void)state;
+    tw_service *s = t_monotonic(0, T_MS);
+    if (tw__stripe_mine == UINT32_MAX)
+        (void)tw__stripe_assign();
+    tw_timer z; /* record 0: the service's first, pending through the set-up */
+    ASSERT_RC(tw_schedule(s, 3600 * T_S, t_noop, NULL, &z), TW_OK);
+    assert_int_equal(tw__handle_idx(z), 0);
+    log_mostly_stale(s);
+    gate g;
+    hold_cursor(s, &g);
+    tw_defer_log *d = my_log(s);
+    tw_timer x; /* an append that reads the log's keep: our cancels forget */
+    ASSERT_RC(tw_schedule(s, 3600 * T_S, t_noop, NULL, &x), TW_OK);
+    ASSERT_RC(tw_cancel(s, x), TW_OK);
+    assert_true(tw__stripe_lean & TW_LEAN_FORGETS);
+    ASSERT_RC(tw_cancel(s, z), TW_OK); /* record 0 on top of our magazine */
+    uint32_t C = (atomic_load(&d->tail) + TW_DEFER_CHUNK - 1) & ~(TW_DEFER_CHUNK - 1);
+    churn_log_to(s, d, C);
+    tw_timer r0 = arm_logged(s, d, C, 3600 * T_S);
+    assert_int_equal(tw__handle_idx(r0), 0);
+    atomic_store(&beside_ran, 0);
+    tw_timer beside;
+    ASSERT_RC(tw_schedule(s, 400 * T_MS, note_beside_ran, NULL, &beside), TW_OK);
+    assert_int_equal(atomic_load(&d->tail), C + 2); /* logged beside it */
+    ASSERT_RC(tw_cancel(s, r0), TW_OK);
+    assert_int_equal(log_entry(d, C), 0);
+    ASSERT_RC(tw_schedule(s, 0, t_noop, NULL, &r0), TW_OK); /* placed by the call */
+    assert_int_equal(tw__handle_idx(r0), 0);
+    assert_int_equal(atomic_load(&d->tail), C + 2);
+    ASSERT_RC(tw_cancel(s, r0), TW_OK);
+    /* The rest of the chunk, and the newest entries a drain leaves. */
+    churn_log_to(s, d, C + TW_DEFER_CHUNK + TW_DEFER_KEEP + 64);
+    release_cursor(&g);
+    assert_true(wait_flag(&beside_ran, 10));
+    tw_destroy(s);
+}
+
 /* tw_next_due answers no later than a timer that is only in a log, and
  * exactly: a cancelled timer's entry in the log does not count. */
 static void next_due_sees_logged_timers(void **state)
@@ -1136,6 +1190,7 @@ int main(void)
         cmocka_unit_test_setup(a_cancel_clears_only_its_timers_entry, t_setup),
         cmocka_unit_test_setup(a_drain_passes_chunks_its_owner_cleared, t_setup),
         cmocka_unit_test_setup(a_clear_of_a_lap_before_leaves_the_chunks_count, t_setup),
+        cmocka_unit_test_setup(a_second_cancel_of_record_0_takes_nothing, t_setup),
         cmocka_unit_test_setup(next_due_sees_logged_timers, t_setup),
         cmocka_unit_test_setup(next_due_forgets_a_drained_log, t_setup),
         cmocka_unit_test_setup(a_full_log_spills_a_burst, t_setup),

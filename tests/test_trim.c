@@ -202,12 +202,69 @@ static void idle_cursor_gives_back_a_burst_s_batches(void **state)
     tw_destroy(s);
 }
 
+/* After a spell of timers the cursor placed and that were then cancelled,
+ * a slot of stale entries is no reason to wake: once steps claim nothing,
+ * the cursor sweeps the slots ahead of it before it sleeps (wheel.c, the
+ * sweep ahead). Here K timers, each in a level-0 slot of its own, are
+ * placed (from the log), then all but one cancelled: the cursor, passing
+ * the K slots, steps a few times per TW_SWEEP_SLOTS of them, not once
+ * each (as before: K steps), leaves no entry, and the live one, which a
+ * sweep stops at, fires once, not before its deadline. */
+static _Atomic uint64_t live_ran_at;
+
+static void note_live_ran(tw_timer t, void *arg)
+{
+    (void)t;
+    atomic_store(&live_ran_at, tw_now(arg));
+}
+
+static void stale_slots_ahead_are_swept(void **state)
+{
+    (void)state;
+    enum { K = 600, FIRST_MS = 100, LIVE = K / 2 };
+    tw_service *s = t_monotonic(1, T_MS);
+    static tw_timer h[K];
+    uint64_t before = tw__reserved_total(s);
+    uint64_t live_due = 0;
+    atomic_store(&live_ran_at, 0);
+    for (int i = 0; i < K; i++) {
+        uint64_t delay = (uint64_t)(FIRST_MS + 2 * i) * T_MS;
+        if (i == LIVE)
+            live_due = tw_now(s) + delay;
+        ASSERT_RC(tw_schedule(s, delay, i == LIVE ? note_live_ran : t_noop, s, &h[i]), TW_OK);
+    }
+    for (int i = 0; i < 5000 && tw__reserved_total(s) < before + K; i++)
+        t_sleep_ns(T_MS); /* the cursor drains the log into the wheel */
+    assert_int_equal(tw__reserved_total(s), before + K);
+    for (int i = 0; i < K; i++)
+        if (i != LIVE)
+            ASSERT_RC(tw_cancel(s, h[i]), TW_OK);
+    /* Relaxed: the drainer's count. */
+    uint64_t steps = atomic_load_explicit(&s->wheel.steps, memory_order_relaxed);
+    /* Past the last slot (2 K ms of them) and a margin; the cursor runs on
+     * regardless of this thread. */
+    t_sleep_ns((uint64_t)(FIRST_MS + 2 * K + 200) * T_MS);
+    uint64_t took = atomic_load_explicit(&s->wheel.steps, memory_order_relaxed) - steps;
+    tw_stats st;
+    tw_stats_get(s, &st);
+    printf("%d stale slots passed in %" PRIu64 " steps; %" PRIu64 " entries left\n", K, took,
+           tw__wheel_entries(s));
+    assert_int_equal(st.pending, 0);
+    assert_int_equal(st.fired, 1);
+    assert_true(atomic_load(&live_ran_at) >= live_due);
+    assert_int_equal(tw__wheel_entries(s), 0);
+    if (took > K / 8)
+        fail_msg("%" PRIu64 " steps for %d slots of stale entries", took, K);
+    tw_destroy(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(burst_lists_are_given_back),
         cmocka_unit_test(recurring_burst_keeps_its_lists),
         cmocka_unit_test(idle_cursor_gives_back_a_burst_s_batches),
+        cmocka_unit_test(stale_slots_ahead_are_swept),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
