@@ -233,9 +233,13 @@ static void stale_slots_ahead_are_swept(void **state)
             live_due = tw_now(s) + delay;
         ASSERT_RC(tw_schedule(s, delay, i == LIVE ? note_live_ran : t_noop, s, &h[i]), TW_OK);
     }
-    for (int i = 0; i < 5000 && tw__reserved_total(s) < before + K; i++)
-        t_sleep_ns(T_MS); /* the cursor drains the log into the wheel */
-    assert_int_equal(tw__reserved_total(s), before + K);
+    /* The cursor drains the log into the wheel (a sweep meanwhile may
+     * place a slot's live entry again: a reservation more, the same entry
+     * count). */
+    for (int i = 0; i < 5000 && tw__wheel_entries(s) < K; i++)
+        t_sleep_ns(T_MS);
+    assert_int_equal(tw__wheel_entries(s), K);
+    assert_true(tw__reserved_total(s) >= before + K);
     for (int i = 0; i < K; i++)
         if (i != LIVE)
             ASSERT_RC(tw_cancel(s, h[i]), TW_OK);
