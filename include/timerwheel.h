@@ -180,8 +180,10 @@ typedef struct tw_config {
                                 it (tw_max_delay has the horizon). */
     uint32_t slot_capacity;  /* entries in a slot's fixed array before overflow
                                 handling; 1 .. 2^20, default 16. The array is
-                                made when its slot is first used. A fuller slot
-                                grows (stats.overflowed), it never refuses. */
+                                made when its slot is first used and kept until
+                                tw_destroy (README, Limits: the ceiling). A
+                                fuller slot grows (stats.overflowed), it never
+                                refuses. */
     uint32_t workers;        /* worker threads, 0 .. 1024, default 2;
                                 0 = callbacks run on the cursor thread, after
                                 its step to their tick (tick-rounded: no
