@@ -378,7 +378,9 @@ static void cursor_sleep(tw_service *s, uint64_t cur, uint64_t now)
     /* Before the plan, and also when a timer is due every tick: a cursor
      * that is never idle still gives a burst's memory back (wheel.c). */
     tw__wheel_trim(s, now);
-    (void)tw__wheel_sweep_ahead(s); /* slots of stale entries only: no wake for them */
+    /* Slots of stale entries only: no wake for them (wheel.c). */
+    if (tw__wheel_sweep_ahead(s, tick_start(s, cur + 1)))
+        return; /* more to sweep: the loop drains and steps, then plans again */
     uint64_t w = tw__wheel_next_work(s);
     if (s->defer_short)
         w = cur + 1; /* a logged timer found no memory: try again next tick */

@@ -956,9 +956,10 @@ uint64_t tw__wheel_entries(tw_service *s);
 /* The earliest tick after cur with work, or UINT64_MAX. Drainer only. */
 uint64_t tw__wheel_next_work(tw_service *s);
 /* The cursor, before it plans a sleep after steps that claimed nothing:
- * compact the stale slots it would wake for first (wheel.c, the sweep
- * ahead). True if it emptied one. */
-bool tw__wheel_sweep_ahead(tw_service *s);
+ * compact the stale slots it would wake for first, while the clock is
+ * below `until` (the next tick's start) (wheel.c, the sweep ahead). True
+ * if its budget ended it with more to sweep: the loop passes again. */
+bool tw__wheel_sweep_ahead(tw_service *s, uint64_t until);
 /* Early claims (wheel.c; the cursor). Tests (test_defer.c): the entries
  * in T's level-0 slot if they are a burst the cursor may claim now (else
  * 0). Claim the slot of T, for the step to T to hand over first. stop_at:

@@ -2646,19 +2646,30 @@ uint64_t tw__wheel_next_work(tw_service *s)
  * MONOTONIC, 65536 slots) measured 0.062 CPU-s/s and 5004 steps in 5 s,
  * against 0.003 and none before the spell, and a turn of level 0 is 65 s
  * there (4 s with the defaults). So once TW_SWEEP_AFTER steps in a row
- * have claimed nothing, the cursor, before it plans its sleep, compacts
- * the slots its plan would wake for, nearest first (compact_one, the
- * next tick's slots too), up to TW_SWEEP_SLOTS of them, and stops at the
- * first that keeps an entry, that compaction found live last time
- * (barren), or that holds more than TW_SWEEP_ENTRIES (a large slot's
- * compaction could make the next due step late; its tick comes anyway).
- * A swept slot would have been drained at its tick at the same cost; what
- * a sweep adds is a slot of live entries placed again, at most once until
- * producers add to it (barren), and only after steps that claimed nothing.
+ * have claimed nothing, the cursor, before it plans its sleep, looks at
+ * the slots its plan would wake for, nearest first: a slot whose entries
+ * it reads all stale it compacts (compact_one, the next tick's slot too),
+ * and it stops at the first slot with a live entry (or a position
+ * reserved and not yet published), where its plan then wakes.
+ * Bounds, so that no due step waits for it (a review, 2026-11-30: a
+ * first version compacted up to 64 slots of 4096 entries at once, 7 ms,
+ * and timers due meanwhile at a 100 us tick were 57 ticks late):
+ *   - TW_SWEEP_POSITIONS read a pass, counting both reads of a slot (the
+ *     look and the compaction); a pass that ends on its budget, not on a
+ *     live slot, says so, the loop passes again (its drains and steps
+ *     first), and the next pass goes on without two more idle steps;
+ *   - a slot of more positions than the budget is left to its tick;
+ *   - between slots: the clock (not past the next tick's start), the late
+ *     slots (empty), and the logs (no logged timer within TW_DEFER_AHEAD
+ *     of the next tick), as the plan itself would look;
+ *   - not while a logged timer lacked memory (defer_short).
+ * A slot of live entries is read, never placed again (a first version
+ * compacted it, and a compaction's "barren" mark then stopped every later
+ * sweep at that slot once its timers were cancelled). What a sweep adds
+ * to the drains it saves is those reads, after idle steps only.
  */
 #define TW_SWEEP_AFTER 2
-#define TW_SWEEP_SLOTS 64u
-#define TW_SWEEP_ENTRIES 4096u
+#define TW_SWEEP_POSITIONS 1024u
 
 /* The occupied slot the cursor's plan wakes for first (of any level);
  * false if there is none. */
@@ -2679,29 +2690,74 @@ static bool next_occupied(const tw_wheel *w, uint64_t c, uint32_t *lo, uint32_t 
     return best != UINT64_MAX;
 }
 
-bool tw__wheel_sweep_ahead(tw_service *s)
+/* Whether slot (l, i) holds a live entry, or a position reserved and not
+ * yet published (its producer's timer is), or a segment not yet seen. The
+ * drainer's own look, as worth_compacting's. */
+static bool slot_has_live(tw_service *s, uint32_t l, uint32_t i)
+{
+    tw_wheel *w = &s->wheel;
+    for (uint32_t lane = 0; lane < w->lanes; lane++) {
+        tw_slot *sl = slot_at(w, l, i, lane);
+        uint64_t n = slot_count_now(sl);
+        for (uint64_t k = 0; k < n; k++) {
+            _Atomic uint64_t *e = tw__slot_entry(sl, w->cap, (uint32_t)k);
+            /* Acquire: as in worth_compacting. */
+            uint64_t v = e ? atomic_load_explicit(e, memory_order_acquire) : 0;
+            if (!(v & TW_ENTRY_VALUE) || entry_live(s, v))
+                return true;
+        }
+    }
+    return false;
+}
+
+static bool late_slots_hold(tw_wheel *w)
+{
+    for (int j = 0; j < LATE_SLOTS; j++) {
+        /* Relaxed: a hint; the plan's look after this is seq_cst. */
+        if (atomic_load_explicit(&w->late[j].word, memory_order_relaxed) & TW_SLOT_COUNT_MASK)
+            return true;
+    }
+    return false;
+}
+
+bool tw__wheel_sweep_ahead(tw_service *s, uint64_t until)
 {
     tw_wheel *w = &s->wheel;
     if (w->idle_steps < TW_SWEEP_AFTER || w->cascade.n != 0 || w->staged.n != 0 ||
-        w->stash.n != 0)
+        w->stash.n != 0 || s->defer_short)
         return false; /* busy, or an early drain's or claim's work waits */
-    w->idle_steps = 0;
     /* Relaxed: only the drainer writes cur. */
     uint64_t c = atomic_load_explicit(&w->cur, memory_order_relaxed);
+    uint64_t budget = TW_SWEEP_POSITIONS;
+    bool swept = false;
+    /* The logs once: what is appended meanwhile has TW_DEFER_AHEAD ticks
+     * of margin, and the sweep ends with the tick (the clock, below). */
+    if (tw__defer_bound(s) <= c + 1 + TW_DEFER_AHEAD) {
+        w->idle_steps = 0;
+        return false;
+    }
     tw__seg_budget(s); /* compaction gives segments back, as drains do */
-    uint32_t swept = 0;
-    for (uint32_t n = 0; n < TW_SWEEP_SLOTS; n++) {
-        uint32_t l, i;
-        if (!next_occupied(w, c, &l, &i) || barren_of(w, l, i) ||
-            slot_entries(w, l, i) > TW_SWEEP_ENTRIES)
+    for (;;) {
+        uint32_t l = 0, i = 0;
+        if (!next_occupied(w, c, &l, &i) || late_slots_hold(w) || tw__clock_read(s) >= until)
             break;
+        uint64_t n = slot_entries(w, l, i);
+        if (2 * n > budget) {
+            if (swept && 2 * n <= TW_SWEEP_POSITIONS)
+                return true; /* on the budget: the next pass goes on */
+            break; /* too large for a pass: its tick drains it */
+        }
+        budget -= 2 * n;
+        if (slot_has_live(s, l, i))
+            break; /* the plan wakes for it */
         int stop = COMPACT_ON;
         w->compacted += compact_one(s, l, i, c, true, false, &stop);
         if (stop != COMPACT_ON || slot_marked(w, l, i))
-            break; /* it keeps live entries: the plan wakes for them */
-        swept++;
+            break; /* a producer came meanwhile: the plan wakes for it */
+        swept = true;
     }
-    return swept > 0;
+    w->idle_steps = 0;
+    return false;
 }
 
 /* ---- the next due time (any thread) --------------------------------------- */
