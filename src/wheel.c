@@ -2657,7 +2657,8 @@ uint64_t tw__wheel_next_work(tw_service *s)
  *   - TW_SWEEP_POSITIONS read a pass, counting both reads of a slot (the
  *     look and the compaction); a pass that ends on its budget, not on a
  *     live slot, says so, the loop passes again (its drains and steps
- *     first), and the next pass goes on without two more idle steps;
+ *     first), and the next pass goes on without two more idle steps, as
+ *     it does after a pass the clock ended;
  *   - a slot of more positions than the budget is left to its tick;
  *   - between slots: the clock (not past the next tick's start), the late
  *     slots (empty), and the logs (no logged timer within TW_DEFER_AHEAD
@@ -2739,7 +2740,9 @@ bool tw__wheel_sweep_ahead(tw_service *s, uint64_t until)
     tw__seg_budget(s); /* compaction gives segments back, as drains do */
     for (;;) {
         uint32_t l = 0, i = 0;
-        if (!next_occupied(w, c, &l, &i) || late_slots_hold(w) || tw__clock_read(s) >= until)
+        if (tw__clock_read(s) >= until)
+            return false; /* the tick's: its step, then a pass goes on (idle_steps kept) */
+        if (!next_occupied(w, c, &l, &i) || late_slots_hold(w))
             break;
         uint64_t n = slot_entries(w, l, i);
         if (2 * n > budget) {
