@@ -734,11 +734,8 @@ static bool drain_log(tw_service *s, tw_defer_log *d, bool some)
     uint32_t k = drain_ring(s, &r, h, t, NULL, &stale, &passed);
     if (k - h >= KEEP_JUDGE)
         atomic_store_explicit(&d->keep, 2 * stale >= k - h, memory_order_relaxed);
-    /* Relaxed: ours; tests read it. */
     if (passed)
-        atomic_store_explicit(&d->passed,
-                              atomic_load_explicit(&d->passed, memory_order_relaxed) + passed,
-                              memory_order_relaxed);
+        tw__count_add_owned(&d->passed, passed, true); /* the cursor's only: tests read it */
     if (k != t)
         return false;
     /* Acquire: the spill as its owner made it. */

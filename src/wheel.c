@@ -971,9 +971,7 @@ void tw__wheel_step(tw_service *s, uint64_t T)
     hands_empty(w, T + 1);
     tw__seg_poll(s); /* free what earlier drains detached (segments.c) */
     w->idle_steps = w->claimed_ever != claimed_before ? 0 : w->idle_steps + 1;
-    /* Relaxed: a count for tests; only the drainer writes it. */
-    atomic_store_explicit(&w->steps, atomic_load_explicit(&w->steps, memory_order_relaxed) + 1,
-                          memory_order_relaxed);
+    tw__count_add_owned(&w->steps, 1, true); /* the drainer's only: tests read it */
 }
 
 /* Claim or re-place the entries just taken. With a worker pool, claims
@@ -2753,9 +2751,9 @@ bool tw__wheel_sweep_ahead(tw_service *s, uint64_t until)
         budget -= 2 * n;
         if (slot_has_live(s, l, i))
             break; /* the plan wakes for it */
-        int stop = COMPACT_ON;
+        int stop = COMPACT_ON; /* not in pieces: compact_one leaves it */
         w->compacted += compact_one(s, l, i, c, true, false, &stop);
-        if (stop != COMPACT_ON || slot_marked(w, l, i))
+        if (slot_marked(w, l, i))
             break; /* a producer came meanwhile: the plan wakes for it */
         swept = true;
     }
