@@ -1566,10 +1566,15 @@ static bool worker_running(tw_worker *w)
 }
 
 /* w's batch has runs not yet started; between peek_begin and peek_end.
- * Relaxed: a hint; the take word's CAS decides (batch_steal). */
+ * Acquire on cur: a batch from a slab just mapped had its words set by
+ * atomic_init (plain stores) on the drainer, and the worker's seq_cst store
+ * of cur is what orders them before our reads; a relaxed load left the two
+ * unordered, and ThreadSanitizer saw the race on a new slab's first batch.
+ * The words themselves are hints (relaxed): the take word's CAS decides
+ * (batch_steal). */
 static bool batch_waits(tw_worker *w)
 {
-    tw_batch *b = atomic_load_explicit(&w->cur, memory_order_relaxed);
+    tw_batch *b = atomic_load_explicit(&w->cur, memory_order_acquire);
     if (!b)
         return false;
     uint32_t hi = (uint32_t)atomic_load_explicit(&b->take, memory_order_relaxed);
