@@ -835,7 +835,12 @@ static void worker_callback_churn_stays_bounded(void **state)
     if (l.over_at)
         fail_msg("past the bound %" PRIu64 " after %" PRIu64 " calls (at most %" PRIu64 ")",
                  l.bound, l.over_at, l.worst);
-    assert_true(tw__rare_total(s, TW_RARE_PRESSURE) > 0);
+    /* The path was taken, unless the cursor's compaction kept the entries
+     * under the line meanwhile: beside two busy loops on the two CPUs the
+     * loop is slowed as much as the cursor, and 486 thousand entries were
+     * the most (2026-11-30); the bound is what holds then. */
+    if (l.worst > tw__wheel_pressure_line(s, 0))
+        assert_true(tw__rare_total(s, TW_RARE_PRESSURE) > 0);
     tw_destroy(s);
 }
 
@@ -891,13 +896,14 @@ static void stop_while_the_cursor_plans_wakes_it(void **state)
  * give-up per TW_PRESSURE_EVERY placements past the line. */
 static tw_service *g_xa, *g_xb;
 static tw_timer g_xa_h;
-static atomic_int g_xb_in, g_xa_done, g_xb_rc;
+static atomic_int g_xa_in, g_xb_in, g_xa_done, g_xb_rc;
 static uint64_t g_x_calls;
 
 static void xa_churns_on_b(tw_timer t, void *arg)
 {
     (void)t;
     (void)arg;
+    atomic_store(&g_xa_in, 1);
     uint64_t end = t_mono_ns() + 10 * T_S;
     while (!atomic_load(&g_xb_in) && t_mono_ns() < end)
         t_sleep_ns(100 * T_US);
@@ -911,10 +917,17 @@ static void xa_churns_on_b(tw_timer t, void *arg)
     atomic_store(&g_xa_done, 1);
 }
 
+/* A's callback has started before B's cancels it: on a loaded machine B's
+ * cursor may run its callback before A's runs A's (a CI run, 2026-11-30:
+ * the cancel took A's timer, whose churn then never came, and the test
+ * waited out its time). */
 static void xb_waits_for_a(tw_timer t, void *arg)
 {
     (void)t;
     (void)arg;
+    uint64_t end = t_mono_ns() + 10 * T_S;
+    while (!atomic_load(&g_xa_in) && t_mono_ns() < end)
+        t_sleep_ns(100 * T_US);
     atomic_store(&g_xb_in, 1);
     atomic_store(&g_xb_rc, tw_cancel_sync(g_xa, g_xa_h));
 }
@@ -922,6 +935,7 @@ static void xb_waits_for_a(tw_timer t, void *arg)
 static void pressure_wait_in_a_cycle_is_given_up_once(void **state)
 {
     (void)state;
+    atomic_store(&g_xa_in, 0);
     atomic_store(&g_xb_in, 0);
     atomic_store(&g_xa_done, 0);
     g_xa = t_monotonic(2, T_MS);
