@@ -61,6 +61,8 @@ enum {
                                yet installed */
     TW_INJ_STEAL,           /* a stealer read a worker's batch pointer, not
                                yet the batch */
+    TW_INJ_OWNED_TAKE,      /* a stripe's owner read its budget's counts,
+                               not yet stored taken (service.c) */
     TW_INJ_POINTS
 };
 
@@ -451,6 +453,7 @@ bool tw__rec_trim_step(tw_records *r);
  * for it while so. */
 bool tw__rec_may_trim(tw_records *r, uint64_t in_use);
 extern bool tw__rec_plant_no_handshake; /* stress/table_shrink.c only */
+extern bool tw__budget_plant_no_busy;   /* stress/budget_steal.c only */
 /* Watchers stay where the kernel put them (workers.c, leave_runners_cpu):
  * stress/table_shrink.c's planted run only (it says why). */
 extern bool tw__watchers_stay;
@@ -1170,10 +1173,15 @@ typedef struct tw_batch_slab {
 /* Idle units of max_timers held in one place (a counter stripe, a worker):
  * given - taken (service.c, budgets). Given: written by the givers alone
  * (an owner: load + store); taken: by CAS (takers, the block's hand-back,
- * sweepers), never past the given count they read. */
+ * sweepers), never past the given count they read, except the take of an
+ * owned stripe's owner: a load and a store inside its busy window, which
+ * sweepers keep out of by the handshake of busy and steal (service.c,
+ * acct_take_owned). */
 typedef struct tw_budget_acct {
     _Atomic uint64_t given;
     _Atomic uint64_t taken;
+    _Atomic uint32_t busy;  /* the owner: inside a take by load and store */
+    _Atomic uint32_t steal; /* sweepers that will move taken by CAS */
 } tw_budget_acct;
 
 /* A worker thread's own line: the batch it is running, for stealers. */

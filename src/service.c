@@ -219,7 +219,10 @@ void tw__count_rare(tw_service *s, int which)
  * the givers write (an owner with a plain load and store: no locked
  * instruction per give, as a worker gives one per run of a burst), and
  * `taken`, which takers, the block's hand-back and sweepers advance by CAS,
- * never past the given count they read. (One word that every give added
+ * never past the given count they read; an owned stripe's owner takes with
+ * a load and a store, which sweeps keep out of by a handshake
+ * (acct_take_owned: the CAS on every arming cost WL1 at P = 1 7-12%).
+ * (One word that every give added
  * to and a sweep exchanged needed a locked add and a flag read in Dekker's
  * pattern on each give.) A worker's batches give to the worker's own
  * account, counted in the batch's run context (workers.c, run_batch): a
@@ -362,14 +365,92 @@ static tw_budget_acct *budget_acct(tw_service *s, uint32_t i)
     return i < TW_STRIPES ? &s->stripe[i].budget : &s->pool.worker[i - TW_STRIPES].budget;
 }
 
+/* An owned stripe's owner takes by load and store (acct_take_owned): a
+ * sweep moves its `taken` only under the handshake (see there). The shared
+ * stripes' takers and the workers' accounts' only take by CAS. */
+static bool acct_plain_taken(uint32_t i)
+{
+    return i < TW_OWNED_STRIPES;
+}
+
+/* The account holds idle units as a first look reads it. Relaxed: a guess
+ * that decides only whether to ask for the handshake; the sweep's own
+ * reads and the round's second look decide. */
+static bool acct_looks_idle(tw_budget_acct *a)
+{
+    uint64_t taken = atomic_load_explicit(&a->taken, memory_order_relaxed);
+    return (int64_t)(given_seen(a) - taken) > 0;
+}
+
+/* The sweep's half of the handshake with the owners' takes: raise steal on
+ * every owned stripe that looks idle, then make every thread execute a
+ * full barrier. A mask of the stripes raised. */
+static uint32_t steal_begin(tw_service *s)
+{
+    uint32_t raised = 0;
+    for (uint32_t i = 0; i < TW_OWNED_STRIPES; i++) {
+        tw_budget_acct *a = &s->stripe[i].budget;
+        if (!acct_looks_idle(a))
+            continue;
+        /* Relaxed: ordered before our loads of busy by the heavy fence
+         * (the owner's store of busy before its load of steal, with the
+         * light fence between: threads.c). A count, as sweeps of several
+         * arming threads may overlap. */
+        atomic_fetch_add_explicit(&a->steal, 1, memory_order_relaxed);
+        raised |= 1u << i;
+    }
+    if (raised)
+        tw__fence_heavy();
+    return raised;
+}
+
+static void steal_end(tw_service *s, uint32_t raised)
+{
+    for (uint32_t i = 0; i < TW_OWNED_STRIPES; i++) {
+        /* Release: our CAS of taken happens before an owner's next load of
+         * it by load and store (its acquire of steal). */
+        if (raised & 1u << i)
+            atomic_fetch_sub_explicit(&s->stripe[i].budget.steal, 1, memory_order_release);
+    }
+}
+
+/* The owner of an owned stripe is inside a take by load and store, or may
+ * be (we did not raise steal there): leave its `taken` alone this sweep.
+ * Idle units seen there make the round unclean (budget_take_slow), as a
+ * move in flight does. The given count read, for the round's sum. */
+static uint64_t pass_acct(tw_budget_acct *a, bool *held)
+{
+    /* Relaxed: as in acct_looks_idle. */
+    uint64_t taken = atomic_load_explicit(&a->taken, memory_order_relaxed);
+    uint64_t given = given_seen(a);
+    if ((int64_t)(given - taken) > 0)
+        *held = true;
+    return given;
+}
+
+/* A planted bug, for stress/budget_steal.c only: the sweep moves an owned
+ * stripe's `taken` without looking at busy. The run must see a unit
+ * counted twice (ctest stress.budget_steal.plant). */
+bool tw__budget_plant_no_busy;
+
 /* Move every account's idle units into the pool (one counted move); the
- * sum of the given counts it read. */
-static uint64_t budget_sweep(tw_service *s)
+ * sum of the given counts it read. *held: idle units were left in an owned
+ * stripe its owner may be taking from; the round is not clean. */
+static uint64_t budget_sweep(tw_service *s, bool *held)
 {
     uint64_t given = 0;
     move_begin(s);
-    for (uint32_t i = 0; i < budget_accts(s); i++)
-        given += sweep_acct(s, budget_acct(s, i));
+    uint32_t raised = steal_begin(s);
+    for (uint32_t i = 0; i < budget_accts(s); i++) {
+        tw_budget_acct *a = budget_acct(s, i);
+        bool ours = !acct_plain_taken(i) || tw__budget_plant_no_busy ||
+                    /* Acquire: the owner's last take by load and store
+                     * (its release of busy) happens before our CAS. */
+                    ((raised & 1u << i) &&
+                     atomic_load_explicit(&a->busy, memory_order_acquire) == 0);
+        given += ours ? sweep_acct(s, a) : pass_acct(a, held);
+    }
+    steal_end(s, raised);
     move_end(s);
     return given;
 }
@@ -408,13 +489,14 @@ static bool budget_take_slow(tw_service *s, tw_stripe *st)
     for (unsigned clean = 0, round = 1;; round++) {
         /* Seq_cst: as in move_begin. */
         uint64_t before = atomic_load_explicit(&s->budget_moves, memory_order_seq_cst);
-        uint64_t given = budget_sweep(s);
+        bool held = false;
+        uint64_t given = budget_sweep(s, &held);
         if (pool_refill(s, st))
             return true;
         /* Seq_cst: as in move_begin. Our own two moves (the sweep and the
          * refill) are the only ones allowed. */
         uint64_t after = atomic_load_explicit(&s->budget_moves, memory_order_seq_cst);
-        bool alone = MOVES_IN_FLIGHT(before) == 0 &&
+        bool alone = !held && MOVES_IN_FLIGHT(before) == 0 &&
                      after == before + 2 * (MOVE_BEGUN + MOVE_ENDED) &&
                      budget_given_sum(s) == given;
         clean = alone ? clean + 1 : 0;
@@ -443,6 +525,42 @@ static bool acct_take(tw_budget_acct *a)
     return false;
 }
 
+/* acct_take by the owner of an owned stripe, without a locked
+ * instruction: the CAS on every arming cost WL1 at P = 1 with the cap set
+ * 7-12% (a sweep's CAS or a hand-back's may move `taken` beside us, so the
+ * take could not be a plain load and store). The handshake, the
+ * store-buffering shape of the record magazines' (records.c) and of
+ * threads.c: we store busy = 1, then (tw__fence_light) load steal, and
+ * take by load and store only if steal is 0; a sweep raises steal, makes
+ * every thread execute a full barrier (tw__fence_heavy), then loads busy,
+ * and moves `taken` only if busy is 0 (budget_sweep). One of the two sees
+ * the other's store. Our own hand-backs are CASes made outside the window,
+ * in our order. stress/model/budget.pml checks it. */
+static bool acct_take_owned(tw_budget_acct *a)
+{
+    /* Relaxed: ordered before the load of steal by the fence pairing. */
+    atomic_store_explicit(&a->busy, 1, memory_order_relaxed);
+    tw__fence_light();
+    bool took;
+    /* Acquire: a sweep's release of steal; its CAS of taken happens
+     * before our load of it. */
+    if (__builtin_expect(atomic_load_explicit(&a->steal, memory_order_acquire) == 0, 1)) {
+        /* Relaxed: nobody else moves taken while we are inside (above). */
+        uint64_t taken = atomic_load_explicit(&a->taken, memory_order_relaxed);
+        uint64_t given = atomic_load_explicit(&a->given, memory_order_relaxed);
+        took = (int64_t)(given - taken) > 0;
+        TW_INJECT(TW_INJ_OWNED_TAKE);
+        if (took) /* Relaxed: published by the release of busy below. */
+            atomic_store_explicit(&a->taken, taken + 1, memory_order_relaxed);
+        /* Release: a sweep that reads busy 0 (acquire) sees our taken. */
+        atomic_store_explicit(&a->busy, 0, memory_order_release);
+        return took;
+    }
+    /* Release: as above (we did not move taken). */
+    atomic_store_explicit(&a->busy, 0, memory_order_release);
+    return acct_take(a);
+}
+
 /* A unit for a timer about to be armed: TW_OK or TW_EAGAIN. On a worker
  * thread of s, the worker's account is looked at too: its callbacks'
  * units go there (workers.c, run_batch), and a callback that arms a
@@ -452,7 +570,7 @@ static int budget_take(tw_service *s)
     if (!budget_capped(s))
         return TW_OK;
     tw_stripe *st = tw__stripe(s);
-    if (acct_take(&st->budget))
+    if (tw__stripe_owned ? acct_take_owned(&st->budget) : acct_take(&st->budget))
         return TW_OK;
     tw_worker *w = tw__worker_mine;
     if (w && w->s == s && acct_take(&w->budget))

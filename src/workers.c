@@ -494,8 +494,9 @@ void (*_Atomic tw__run_claimed_hook)(void); /* tests only (internal.h) */
 
 static void run_claimed_hook(void)
 {
-    /* Relaxed: set before the service runs; a pointer to code, no data. */
-    void (*hook)(void) = atomic_load_explicit(&tw__run_claimed_hook, memory_order_relaxed);
+    /* Acquire: a test may set it while the workers run (test_pause.c);
+     * what the test wrote before (its release store) is then seen. */
+    void (*hook)(void) = atomic_load_explicit(&tw__run_claimed_hook, memory_order_acquire);
     if (__builtin_expect(hook != NULL, 0))
         hook();
 }
@@ -1994,6 +1995,8 @@ int tw__pool_start(tw_service *s, uint32_t nthreads)
         p->worker[i].joined_until = 0;
         atomic_init(&p->worker[i].budget.given, 0);
         atomic_init(&p->worker[i].budget.taken, 0);
+        atomic_init(&p->worker[i].budget.busy, 0);
+        atomic_init(&p->worker[i].budget.steal, 0);
         p->worker[i].probe_every = 1;
         p->worker[i].probe_in = 0;
         p->worker[i].waited = false;

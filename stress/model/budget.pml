@@ -9,7 +9,19 @@
  *   - accounts: one per thread (its counter stripe) and one for the worker
  *     (thread 0: its batches' runs give there, ctx_give); each is a pair
  *     given / taken, idle units = given - taken. given is written by its
- *     owner alone; taken by CAS (acct_take, the hand-back, sweep_acct);
+ *     owner alone; taken by CAS (acct_take on the worker's account, the
+ *     hand-back, sweep_acct), and by the stripe's owner's take with a load
+ *     and a store (acct_take_owned: every thread owns its stripe here)
+ *     inside its busy window, when no sweep has raised steal;
+ *   - the handshake of busy and steal: the owner stores busy, then loads
+ *     steal; a sweep raises steal on the stripes that look idle, then
+ *     (after the heavy fence) loads busy, and moves a stripe's taken only
+ *     if busy is 0 (budget_sweep). Spin's interleavings are sequentially
+ *     consistent: that is what the fence pairing gives these four
+ *     accesses (threads.c); elsewhere C's orders are as strong as the
+ *     model's for what it checks (each access is a seq_cst or a
+ *     release/acquire pair, or a count whose staleness the model's
+ *     interleavings include);
  *   - the pool (budget_pool), blocks of B = 1 unit (budget_block: the
  *     smallest, so every second unit in an account is handed back);
  *   - the moves' count (budget_moves): in flight and ended, read as one
@@ -46,6 +58,9 @@
  *   -DBROKEN_SWEEP_NO_WORKER the sweep and its second look skip the
  *                            worker's account (-DINIT_ACCT=3: a unit
  *                            idle there at the start)
+ *   -DBROKEN_SWEEP_NO_BUSY   the sweep moves an owned stripe's taken
+ *                            without looking at busy (an owner's store
+ *                            undoes the move: a unit counted twice)
  *
  * stress/model/run.sh runs it; by hand:
  *   spin -a budget.pml && gcc -O2 -DSAFETY -DCOLLAPSE -o pan pan.c && ./pan
@@ -85,6 +100,8 @@
 
 byte given[NACC];
 byte taken[NACC];
+bool busy[NACC];     /* a stripe's owner is inside acct_take_owned */
+byte steal[NACC];    /* sweeps that raised steal on the stripe */
 byte pool = MAX;
 byte pending = 0;
 byte inflight = 0;   /* budget_moves, low half */
@@ -130,6 +147,23 @@ inline acct_take(a) {
     od
 }
 
+/* acct_take_owned: the stripe's owner, by load and store unless a sweep
+ * raised steal */
+inline acct_take_owned(a) {
+    busy[a] = 1;
+    if
+    :: steal[a] > 0 -> busy[a] = 0; acct_take(a)
+    :: else ->
+        t = taken[a];
+        g = given[a];
+        if
+        :: g > t -> atomic { taken[a] = t + 1; pending++; took = 1; note_full() }
+        :: else -> took = 0
+        fi;
+        busy[a] = 0
+    fi
+}
+
 /* pool_refill with blocks of 1: a unit from the pool for the caller */
 inline pool_refill() {
     move_begin();
@@ -165,6 +199,15 @@ inline sweep_acct(a) {
     od
 }
 
+/* pass_acct: an owned stripe the sweep may not move: idle units seen there
+ * make the round unclean; adds the given count it read to sum */
+inline pass_acct(a) {
+    t = taken[a];
+    g = given[a];
+    held = held || g > t;
+    sum = sum + g
+}
+
 /* tw__budget_hand_block: the account holds two blocks: one to the pool */
 inline hand_back(a) {
     t = taken[a];
@@ -195,8 +238,8 @@ inline forget() {
  * (budget_take_slow: the path that answers TW_EAGAIN). */
 proctype sweeper()
 {
-    byte t, g, i, k, sum, sumnow, b_in, b_end, a_in, a_end, clean, round;
-    bool took, cas, alone;
+    byte t, g, i, k, sum, sumnow, b_in, b_end, a_in, a_end, clean, round, raised;
+    bool took, cas, alone, held;
     atomic { incall[0] = 1; sawfull[0] = (pending == MAX) }
     pool_refill();
     clean = 0;
@@ -209,10 +252,44 @@ proctype sweeper()
         atomic { b_in = inflight; b_end = ended }
         move_begin();
         sum = 0;
+        held = 0;
+        /* steal_begin: raise steal on the stripes that look idle */
+        raised = 0;
+        i = 0;
+        do
+        :: i < NT ->
+            t = taken[i];
+            g = given[i];
+            if
+            :: g > t -> steal[i]++; raised = raised | (1 << i)
+            :: else -> skip
+            fi;
+            i++
+        :: else -> break
+        od;
         i = 0;
         do
         :: i < SWEPT ->
-            sweep_acct(i);
+            if
+            :: i == WACC -> sweep_acct(i)
+#ifdef BROKEN_SWEEP_NO_BUSY
+            :: i != WACC -> sweep_acct(i)
+#else
+            :: i != WACC && (raised & (1 << i)) && !busy[i] -> sweep_acct(i)
+            :: i != WACC && !((raised & (1 << i)) && !busy[i]) -> pass_acct(i)
+#endif
+            fi;
+            i++
+        :: else -> break
+        od;
+        /* steal_end */
+        i = 0;
+        do
+        :: i < NT ->
+            if
+            :: raised & (1 << i) -> steal[i]--
+            :: else -> skip
+            fi;
             i++
         :: else -> break
         od;
@@ -232,7 +309,7 @@ proctype sweeper()
 #ifdef BROKEN_NO_GIVEN_CHECK
         sumnow = sum;
 #endif
-        alone = (b_in == 0 && a_in == b_in &&
+        alone = (!held && b_in == 0 && a_in == b_in &&
                  a_end == (b_end + 2) % MOVES_MOD && sumnow == sum);
         if
         :: alone -> clean++
@@ -262,7 +339,7 @@ proctype mutator(byte me)
     :: ops < NOPS ->
         ops++;
         if
-        :: acct_take(me);
+        :: acct_take_owned(me);
             if
             :: !took && me == NT - 1 -> acct_take(WACC)
             :: else -> skip
