@@ -414,10 +414,11 @@ static void steal_end(tw_service *s, uint32_t raised)
     }
 }
 
-/* The owner of an owned stripe is inside a take by load and store, or may
- * be (we did not raise steal there): leave its `taken` alone this sweep.
- * Idle units seen there make the round unclean (budget_take_slow), as a
- * move in flight does. The given count read, for the round's sum. */
+/* An owned stripe we did not raise steal on (it looked empty): its owner
+ * may be inside a take by load and store, so leave its `taken` alone this
+ * sweep. Idle units seen there now make the round unclean
+ * (budget_take_slow), as a move in flight does; the next round raises
+ * steal there. The given count read, for the round's sum. */
 static uint64_t pass_acct(tw_budget_acct *a, bool *held)
 {
     /* Relaxed: as in acct_looks_idle. */
@@ -428,14 +429,37 @@ static uint64_t pass_acct(tw_budget_acct *a, bool *held)
     return given;
 }
 
+/* We raised steal on a stripe whose owner is inside its window: it is a
+ * few instructions from leaving, unless preempted there, and every window
+ * it opens from now on sees steal and takes by CAS. So wait for it, rather
+ * than leave the stripe's units and sweep again (a review, 2026-11-30: a
+ * round per look, each with a membarrier, and no answer until the owner
+ * ran). Spins, then yields, then naps, so that an owner of lower priority
+ * on our CPU gets to run. Acquire: the owner's release of busy; its store
+ * of taken happens before our CAS. */
+static void wait_owner_out(tw_budget_acct *a)
+{
+    for (unsigned n = 0; atomic_load_explicit(&a->busy, memory_order_acquire) != 0; n++) {
+        if (n < 64) {
+            ck_pr_stall();
+        } else if (n < 128) {
+            sched_yield();
+        } else {
+            struct timespec ts = {0, 10000};
+            nanosleep(&ts, NULL);
+        }
+    }
+}
+
 /* A planted bug, for stress/budget_steal.c only: the sweep moves an owned
  * stripe's `taken` without looking at busy. The run must see a unit
  * counted twice (ctest stress.budget_steal.plant). */
 bool tw__budget_plant_no_busy;
 
 /* Move every account's idle units into the pool (one counted move); the
- * sum of the given counts it read. *held: idle units were left in an owned
- * stripe its owner may be taking from; the round is not clean. */
+ * sum of the given counts it read. *held: idle units were seen, too late
+ * for this sweep, in an owned stripe its owner may be taking from; the
+ * round is not clean. */
 static uint64_t budget_sweep(tw_service *s, bool *held)
 {
     uint64_t given = 0;
@@ -443,11 +467,10 @@ static uint64_t budget_sweep(tw_service *s, bool *held)
     uint32_t raised = steal_begin(s);
     for (uint32_t i = 0; i < budget_accts(s); i++) {
         tw_budget_acct *a = budget_acct(s, i);
-        bool ours = !acct_plain_taken(i) || tw__budget_plant_no_busy ||
-                    /* Acquire: the owner's last take by load and store
-                     * (its release of busy) happens before our CAS. */
-                    ((raised & 1u << i) &&
-                     atomic_load_explicit(&a->busy, memory_order_acquire) == 0);
+        bool raised_here = acct_plain_taken(i) && (raised & 1u << i);
+        if (raised_here && !tw__budget_plant_no_busy)
+            wait_owner_out(a);
+        bool ours = !acct_plain_taken(i) || raised_here || tw__budget_plant_no_busy;
         given += ours ? sweep_acct(s, a) : pass_acct(a, held);
     }
     steal_end(s, raised);
@@ -530,7 +553,8 @@ static bool acct_take(tw_budget_acct *a)
  * 7-12% (a sweep's CAS or a hand-back's may move `taken` beside us, so the
  * take could not be a plain load and store). The handshake, the
  * store-buffering shape of the record magazines' (records.c) and of
- * threads.c: we store busy = 1, then (tw__fence_light) load steal, and
+ * threads.c: we store busy = 1, then (a compiler barrier: the caller
+ * comes here only where membarrier works) load steal, and
  * take by load and store only if steal is 0; a sweep raises steal, makes
  * every thread execute a full barrier (tw__fence_heavy), then loads busy,
  * and moves `taken` only if busy is 0 (budget_sweep). One of the two sees
@@ -540,7 +564,7 @@ static bool acct_take_owned(tw_budget_acct *a)
 {
     /* Relaxed: ordered before the load of steal by the fence pairing. */
     atomic_store_explicit(&a->busy, 1, memory_order_relaxed);
-    tw__fence_light();
+    atomic_signal_fence(memory_order_seq_cst); /* the compiler's order only (above) */
     bool took;
     /* Acquire: a sweep's release of steal; its CAS of taken happens
      * before our load of it. */
@@ -570,7 +594,11 @@ static int budget_take(tw_service *s)
     if (!budget_capped(s))
         return TW_OK;
     tw_stripe *st = tw__stripe(s);
-    if (tw__stripe_owned ? acct_take_owned(&st->budget) : acct_take(&st->budget))
+    /* Without membarrier (tw__fence_real) the window's light fence is a
+     * real one, dearer than the CAS: take by CAS (the sweep's look at busy
+     * then finds 0). */
+    bool windowed = tw__stripe_owned && !tw__fence_real;
+    if (windowed ? acct_take_owned(&st->budget) : acct_take(&st->budget))
         return TW_OK;
     tw_worker *w = tw__worker_mine;
     if (w && w->s == s && acct_take(&w->budget))

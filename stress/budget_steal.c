@@ -8,11 +8,18 @@
  * cancel some of what they hold, over and over, so sweeps run beside
  * other threads' takes all the time.
  *
+ * Each thread gives way to a new one after a random number of rounds,
+ * keeping its handles for the next (a stripe's owner changes mid-run:
+ * stripe_release, take_owned_stripe); past 16 threads some share stripes.
+ *
  * Checked: the handles the threads hold (counted after an arming returns
  * and before its cancel, so never more than the pending timers) never
  * exceed max_timers (a unit counted twice: a sweep's move undone by an
- * owner's store), and at the end, everything cancelled, one thread fills
- * the cap to exactly max_timers (no unit lost or made).
+ * owner's store). At the end, with the threads gone and their handles
+ * kept, the main thread arms exactly max_timers minus those handles (the
+ * idle units in their stripes are found: no unit lost, none made), and
+ * one more arming is refused; then, everything cancelled, exactly
+ * max_timers again.
  *
  *   budget_steal [threads] [-] [seconds] [max_timers] [plant]
  *
@@ -45,6 +52,7 @@ typedef struct filler {
     uint64_t seed;
     tw_timer *h;
     uint64_t n;
+    atomic_bool gone; /* its thread gave way: the main thread starts the next */
 } filler;
 
 /* Arm until refused (or the cap's worth held). */
@@ -78,17 +86,28 @@ static void drop(filler *f, uint64_t k)
     }
 }
 
+/* Rounds of fill and drop; then give way to a new thread, the handles
+ * kept. */
 static void *run(void *arg)
 {
     filler *f = arg;
     st_rng r;
-    st_rng_seed(&r, f->seed, (uint64_t)(uintptr_t)f);
-    while (!atomic_load_explicit(&g_quit, memory_order_relaxed)) {
+    st_rng_seed(&r, f->seed++, (uint64_t)(uintptr_t)f);
+    uint64_t rounds = 1 + st_below(&r, 400);
+    while (rounds-- > 0 && !atomic_load_explicit(&g_quit, memory_order_relaxed)) {
         fill(f);
         drop(f, st_below(&r, f->n + 1));
     }
-    drop(f, f->n);
+    atomic_store(&f->gone, true);
     return NULL;
+}
+
+static uint64_t held_by(const filler *f, unsigned threads)
+{
+    uint64_t n = 0;
+    for (unsigned i = 0; i < threads; i++)
+        n += f[i].n;
+    return n;
 }
 
 int main(int argc, char **argv)
@@ -97,7 +116,7 @@ int main(int argc, char **argv)
     double seconds = st_arg_seconds(argc, argv, 3);
     g_max = st_arg(argc, argv, 4, 512);
     bool plant = st_arg(argc, argv, 5, 0) != 0;
-    if (threads < 2 || threads > 16)
+    if (threads < 2 || threads > 32)
         threads = 4;
     tw__budget_plant_no_busy = plant;
     tw_config cfg;
@@ -109,7 +128,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "budget_steal: tw_create failed\n");
         return 1;
     }
-    filler f[16];
+    static filler f[32];
     uint64_t seed = st_seed_default();
     for (unsigned i = 0; i < threads; i++) {
         f[i] = (filler){.seed = seed + i, .h = calloc(g_max, sizeof(tw_timer))};
@@ -121,15 +140,25 @@ int main(int argc, char **argv)
     for (unsigned i = 0; i < threads; i++)
         pthread_create(&f[i].th, NULL, run, &f[i]);
     uint64_t end = st_mono_ns() + (uint64_t)(seconds * 1e9);
-    while (st_mono_ns() < end && !(plant && atomic_load(&g_over)))
-        st_sleep_ns(10 * 1000 * 1000);
+    uint64_t handovers = 0;
+    while (st_mono_ns() < end && !(plant && atomic_load(&g_over))) {
+        for (unsigned i = 0; i < threads; i++) {
+            if (!atomic_load(&f[i].gone))
+                continue;
+            pthread_join(f[i].th, NULL);
+            atomic_store(&f[i].gone, false);
+            pthread_create(&f[i].th, NULL, run, &f[i]);
+            handovers++;
+        }
+        st_sleep_ns(1000 * 1000);
+    }
     atomic_store(&g_quit, true);
     for (unsigned i = 0; i < threads; i++)
         pthread_join(f[i].th, NULL);
     uint64_t over = atomic_load(&g_over);
     printf("budget_steal: %u threads, max_timers %" PRIu64 ": %" PRIu64 " armed, %" PRIu64
-           " refused, %" PRIu64 " times more held than the cap%s\n",
-           threads, g_max, atomic_load(&g_armed), atomic_load(&g_refused), over,
+           " refused, %" PRIu64 " threads gave way, %" PRIu64 " times more held than the cap%s\n",
+           threads, g_max, atomic_load(&g_armed), atomic_load(&g_refused), handovers, over,
            plant ? " (planted: the sweep ignores busy)" : "");
     if (plant) {
         /* What the run holds afterwards is the plant's mess: not checked. */
@@ -143,12 +172,30 @@ int main(int argc, char **argv)
         st_fail("handles held went past max_timers %" PRIu64 " times", over);
     if (atomic_load(&g_refused) == 0)
         st_fail("never refused: the sweeps under test never ran");
+    /* The threads are gone, their handles kept: the rest of the cap is
+     * found (in their stripes, the pool), and no more. */
+    uint64_t kept = held_by(f, threads);
+    filler m = {.h = calloc(g_max, sizeof(tw_timer))};
+    if (!m.h) {
+        fprintf(stderr, "budget_steal: out of memory\n");
+        return 1;
+    }
+    fill(&m);
+    if (kept + m.n != g_max)
+        st_fail("the threads held %" PRIu64 ", the main thread then armed %" PRIu64
+                " of max_timers %" PRIu64, kept, m.n, g_max);
+    tw_timer extra;
+    if (tw_schedule(g_s, TW_SEC, st_noop, NULL, &extra) != TW_EAGAIN)
+        st_fail("an arming past max_timers was not refused");
     /* Everything cancelled: one thread fills the cap exactly. */
-    f[0].n = 0;
-    fill(&f[0]);
-    if (f[0].n != g_max)
-        st_fail("after the run one thread armed %" PRIu64 " of max_timers %" PRIu64,
-                f[0].n, g_max);
+    for (unsigned i = 0; i < threads; i++)
+        drop(&f[i], f[i].n);
+    drop(&m, m.n);
+    fill(&m);
+    if (m.n != g_max)
+        st_fail("after the run one thread armed %" PRIu64 " of max_timers %" PRIu64, m.n, g_max);
+    if (tw_schedule(g_s, TW_SEC, st_noop, NULL, &extra) != TW_EAGAIN)
+        st_fail("an arming past max_timers was not refused");
     tw_stats st;
     tw_stats_get(g_s, &st);
     if (st.pending != g_max)
@@ -156,6 +203,7 @@ int main(int argc, char **argv)
     tw_destroy(g_s);
     for (unsigned i = 0; i < threads; i++)
         free(f[i].h);
+    free(m.h);
     if (st_failed()) {
         fprintf(stderr, "budget_steal: %" PRIu64 " failed checks\n", st_failed());
         return 1;

@@ -15,13 +15,17 @@
  *     inside its busy window, when no sweep has raised steal;
  *   - the handshake of busy and steal: the owner stores busy, then loads
  *     steal; a sweep raises steal on the stripes that look idle, then
- *     (after the heavy fence) loads busy, and moves a stripe's taken only
- *     if busy is 0 (budget_sweep). Spin's interleavings are sequentially
+ *     (after the heavy fence) waits until busy is 0 and moves the
+ *     stripe's taken (budget_sweep, wait_owner_out); a stripe it did not
+ *     raise steal on it only reads, and idle units seen there make the
+ *     round unclean (pass_acct). Spin's interleavings are sequentially
  *     consistent: that is what the fence pairing gives these four
- *     accesses (threads.c); elsewhere C's orders are as strong as the
- *     model's for what it checks (each access is a seq_cst or a
- *     release/acquire pair, or a count whose staleness the model's
- *     interleavings include);
+ *     accesses (threads.c). Sweeps of several arming threads at once
+ *     (steal is a count) are stress/model/steal.pml's: here one thread
+ *     sweeps. A relaxed read of taken before given may in C see a take
+ *     of a give the given read misses; that only makes a round unclean,
+ *     or misses a give that does not happen before the call, which the
+ *     contract allows;
  *   - the pool (budget_pool), blocks of B = 1 unit (budget_block: the
  *     smallest, so every second unit in an account is handed back);
  *   - the moves' count (budget_moves): in flight and ended, read as one
@@ -199,8 +203,9 @@ inline sweep_acct(a) {
     od
 }
 
-/* pass_acct: an owned stripe the sweep may not move: idle units seen there
- * make the round unclean; adds the given count it read to sum */
+/* pass_acct: an owned stripe the sweep did not raise steal on (it looked
+ * empty): idle units seen there now make the round unclean; adds the given
+ * count it read to sum */
 inline pass_acct(a) {
     t = taken[a];
     g = given[a];
@@ -275,8 +280,8 @@ proctype sweeper()
 #ifdef BROKEN_SWEEP_NO_BUSY
             :: i != WACC -> sweep_acct(i)
 #else
-            :: i != WACC && (raised & (1 << i)) && !busy[i] -> sweep_acct(i)
-            :: i != WACC && !((raised & (1 << i)) && !busy[i]) -> pass_acct(i)
+            :: i != WACC && (raised & (1 << i)) -> (!busy[i]); sweep_acct(i)
+            :: i != WACC && !(raised & (1 << i)) -> pass_acct(i)
 #endif
             fi;
             i++
