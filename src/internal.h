@@ -454,6 +454,7 @@ bool tw__rec_trim_step(tw_records *r);
 bool tw__rec_may_trim(tw_records *r, uint64_t in_use);
 extern bool tw__rec_plant_no_handshake; /* stress/table_shrink.c only */
 extern bool tw__budget_plant_no_busy;   /* stress/budget_steal.c only */
+extern _Atomic uint64_t tw__budget_owner_waits; /* ... and its statistic */
 /* Watchers stay where the kernel put them (workers.c, leave_runners_cpu):
  * stress/table_shrink.c's planted run only (it says why). */
 extern bool tw__watchers_stay;

@@ -220,8 +220,9 @@ void tw__count_rare(tw_service *s, int which)
  * instruction per give, as a worker gives one per run of a burst), and
  * `taken`, which takers, the block's hand-back and sweepers advance by CAS,
  * never past the given count they read; an owned stripe's owner takes with
- * a load and a store, which sweeps keep out of by a handshake
- * (acct_take_owned: the CAS on every arming cost WL1 at P = 1 7-12%).
+ * a load and a store where membarrier works, which sweeps keep out of by a
+ * handshake (acct_take_owned: the CAS on every arming cost WL1 at P = 1
+ * 7-12%).
  * (One word that every give added
  * to and a sweep exchanged needed a locked add and a flag read in Dekker's
  * pattern on each give.) A worker's batches give to the worker's own
@@ -365,12 +366,13 @@ static tw_budget_acct *budget_acct(tw_service *s, uint32_t i)
     return i < TW_STRIPES ? &s->stripe[i].budget : &s->pool.worker[i - TW_STRIPES].budget;
 }
 
-/* An owned stripe's owner takes by load and store (acct_take_owned): a
- * sweep moves its `taken` only under the handshake (see there). The shared
- * stripes' takers and the workers' accounts' only take by CAS. */
+/* An owned stripe's owner takes by load and store (acct_take_owned),
+ * where membarrier works: a sweep moves its `taken` only under the
+ * handshake (see there). The shared stripes' takers, the workers'
+ * accounts' and, without membarrier, every owner take by CAS. */
 static bool acct_plain_taken(uint32_t i)
 {
-    return i < TW_OWNED_STRIPES;
+    return i < TW_OWNED_STRIPES && !tw__fence_real;
 }
 
 /* The account holds idle units as a first look reads it. Relaxed: a guess
@@ -390,7 +392,7 @@ static uint32_t steal_begin(tw_service *s)
     uint32_t raised = 0;
     for (uint32_t i = 0; i < TW_OWNED_STRIPES; i++) {
         tw_budget_acct *a = &s->stripe[i].budget;
-        if (!acct_looks_idle(a))
+        if (!acct_plain_taken(i) || !acct_looks_idle(a))
             continue;
         /* Relaxed: ordered before our loads of busy by the heavy fence
          * (the owner's store of busy before its load of steal, with the
@@ -414,11 +416,12 @@ static void steal_end(tw_service *s, uint32_t raised)
     }
 }
 
-/* An owned stripe we did not raise steal on (it looked empty): its owner
- * may be inside a take by load and store, so leave its `taken` alone this
- * sweep. Idle units seen there now make the round unclean
- * (budget_take_slow), as a move in flight does; the next round raises
- * steal there. The given count read, for the round's sum. */
+/* An owned stripe we did not raise steal on (it looked empty), or whose
+ * owner stayed inside its window: its owner may be taking by load and
+ * store, so leave its `taken` alone this sweep. Idle units seen there make
+ * the round unclean (budget_take_slow), as a move in flight does; the next
+ * round raises steal there again. The given count read, for the round's
+ * sum. */
 static uint64_t pass_acct(tw_budget_acct *a, bool *held)
 {
     /* Relaxed: as in acct_looks_idle. */
@@ -429,26 +432,36 @@ static uint64_t pass_acct(tw_budget_acct *a, bool *held)
     return given;
 }
 
+/* Test statistic (stress/budget_steal.c): sweeps that met an owner inside
+ * its window. Relaxed: a count. */
+_Atomic uint64_t tw__budget_owner_waits;
+
 /* We raised steal on a stripe whose owner is inside its window: it is a
- * few instructions from leaving, unless preempted there, and every window
- * it opens from now on sees steal and takes by CAS. So wait for it, rather
- * than leave the stripe's units and sweep again (a review, 2026-11-30: a
- * round per look, each with a membarrier, and no answer until the owner
- * ran). Spins, then yields, then naps, so that an owner of lower priority
- * on our CPU gets to run. Acquire: the owner's release of busy; its store
- * of taken happens before our CAS. */
-static void wait_owner_out(tw_budget_acct *a)
+ * few instructions from leaving, and every window it opens from now on
+ * sees steal and takes by CAS. So wait a little for it (spins, then
+ * yields), rather than leave the stripe's units and sweep again at once
+ * (a review, 2026-11-30: a round per look, each with a membarrier). But
+ * not for good: an owner stopped there (a debugger, a CPU taken by a
+ * thread of higher priority) would hold up every arming whose own stripe
+ * is empty, units idle elsewhere or not (a second review); past the
+ * yields the sweep leaves this stripe for the next round. No nap: a
+ * nanosleep is a cancellation point, and a thread cancelled here would
+ * leave its move in flight for good. True if the owner left. Acquire: the
+ * owner's release of busy; its store of taken happens before our CAS. */
+static bool owner_left(tw_budget_acct *a)
 {
-    for (unsigned n = 0; atomic_load_explicit(&a->busy, memory_order_acquire) != 0; n++) {
-        if (n < 64) {
+    if (atomic_load_explicit(&a->busy, memory_order_acquire) == 0)
+        return true;
+    atomic_fetch_add_explicit(&tw__budget_owner_waits, 1, memory_order_relaxed);
+    for (unsigned n = 0; n < 128; n++) {
+        if (n < 64)
             ck_pr_stall();
-        } else if (n < 128) {
+        else
             sched_yield();
-        } else {
-            struct timespec ts = {0, 10000};
-            nanosleep(&ts, NULL);
-        }
+        if (atomic_load_explicit(&a->busy, memory_order_acquire) == 0)
+            return true;
     }
+    return false;
 }
 
 /* A planted bug, for stress/budget_steal.c only: the sweep moves an owned
@@ -457,9 +470,9 @@ static void wait_owner_out(tw_budget_acct *a)
 bool tw__budget_plant_no_busy;
 
 /* Move every account's idle units into the pool (one counted move); the
- * sum of the given counts it read. *held: idle units were seen, too late
- * for this sweep, in an owned stripe its owner may be taking from; the
- * round is not clean. */
+ * sum of the given counts it read. *held: idle units were left in an
+ * owned stripe its owner may be taking from (pass_acct); the round is not
+ * clean. */
 static uint64_t budget_sweep(tw_service *s, bool *held)
 {
     uint64_t given = 0;
@@ -467,10 +480,8 @@ static uint64_t budget_sweep(tw_service *s, bool *held)
     uint32_t raised = steal_begin(s);
     for (uint32_t i = 0; i < budget_accts(s); i++) {
         tw_budget_acct *a = budget_acct(s, i);
-        bool raised_here = acct_plain_taken(i) && (raised & 1u << i);
-        if (raised_here && !tw__budget_plant_no_busy)
-            wait_owner_out(a);
-        bool ours = !acct_plain_taken(i) || raised_here || tw__budget_plant_no_busy;
+        bool ours = !acct_plain_taken(i) || tw__budget_plant_no_busy ||
+                    ((raised & 1u << i) && owner_left(a));
         given += ours ? sweep_acct(s, a) : pass_acct(a, held);
     }
     steal_end(s, raised);
@@ -557,9 +568,10 @@ static bool acct_take(tw_budget_acct *a)
  * comes here only where membarrier works) load steal, and
  * take by load and store only if steal is 0; a sweep raises steal, makes
  * every thread execute a full barrier (tw__fence_heavy), then loads busy,
- * and moves `taken` only if busy is 0 (budget_sweep). One of the two sees
- * the other's store. Our own hand-backs are CASes made outside the window,
- * in our order. stress/model/budget.pml checks it. */
+ * waiting a little for 0 (owner_left), and moves `taken` only if busy is 0
+ * (budget_sweep). One of the two sees the other's store. Our own
+ * hand-backs are CASes made outside the window, in our order.
+ * stress/model/budget.pml and steal.pml check it. */
 static bool acct_take_owned(tw_budget_acct *a)
 {
     /* Relaxed: ordered before the load of steal by the fence pairing. */

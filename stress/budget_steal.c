@@ -21,7 +21,10 @@
  * one more arming is refused; then, everything cancelled, exactly
  * max_timers again.
  *
- *   budget_steal [threads] [-] [seconds] [max_timers] [plant]
+ *   budget_steal [threads] [-] [seconds] [max_timers] [plant] [require]
+ *
+ * require = 1: a sweep must have met an owner inside its window
+ * (tw__budget_owner_waits; the injected yields' build makes it common).
  *
  * plant = 1: the sweep ignores the owners' busy windows
  * (tw__budget_plant_no_busy, service.c): the run must see a unit counted
@@ -116,6 +119,7 @@ int main(int argc, char **argv)
     double seconds = st_arg_seconds(argc, argv, 3);
     g_max = st_arg(argc, argv, 4, 512);
     bool plant = st_arg(argc, argv, 5, 0) != 0;
+    bool require = st_arg(argc, argv, 6, 0) != 0;
     if (threads < 2 || threads > 32)
         threads = 4;
     tw__budget_plant_no_busy = plant;
@@ -156,9 +160,11 @@ int main(int argc, char **argv)
     for (unsigned i = 0; i < threads; i++)
         pthread_join(f[i].th, NULL);
     uint64_t over = atomic_load(&g_over);
+    uint64_t waits = atomic_load(&tw__budget_owner_waits);
     printf("budget_steal: %u threads, max_timers %" PRIu64 ": %" PRIu64 " armed, %" PRIu64
-           " refused, %" PRIu64 " threads gave way, %" PRIu64 " times more held than the cap%s\n",
-           threads, g_max, atomic_load(&g_armed), atomic_load(&g_refused), handovers, over,
+           " refused, %" PRIu64 " threads gave way, %" PRIu64 " sweeps met an owner inside, %" PRIu64
+           " times more held than the cap%s\n",
+           threads, g_max, atomic_load(&g_armed), atomic_load(&g_refused), handovers, waits, over,
            plant ? " (planted: the sweep ignores busy)" : "");
     if (plant) {
         /* What the run holds afterwards is the plant's mess: not checked. */
@@ -172,6 +178,8 @@ int main(int argc, char **argv)
         st_fail("handles held went past max_timers %" PRIu64 " times", over);
     if (atomic_load(&g_refused) == 0)
         st_fail("never refused: the sweeps under test never ran");
+    if (require && waits == 0)
+        st_fail("no sweep met an owner inside its window");
     /* The threads are gone, their handles kept: the rest of the cap is
      * found (in their stripes, the pool), and no more. */
     uint64_t kept = held_by(f, threads);

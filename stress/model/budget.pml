@@ -15,10 +15,12 @@
  *     inside its busy window, when no sweep has raised steal;
  *   - the handshake of busy and steal: the owner stores busy, then loads
  *     steal; a sweep raises steal on the stripes that look idle, then
- *     (after the heavy fence) waits until busy is 0 and moves the
- *     stripe's taken (budget_sweep, wait_owner_out); a stripe it did not
- *     raise steal on it only reads, and idle units seen there make the
- *     round unclean (pass_acct). Spin's interleavings are sequentially
+ *     (after the heavy fence) loads busy, waiting a little for 0
+ *     (owner_left), and moves the stripe's taken only if busy is 0
+ *     (budget_sweep); a stripe it did not raise steal on, or whose owner
+ *     stayed inside, it only reads, and idle units seen there make the
+ *     round unclean (pass_acct). The wait is bounded, so here the sweep
+ *     either meets busy 0 or passes the stripe. Spin's interleavings are sequentially
  *     consistent: that is what the fence pairing gives these four
  *     accesses (threads.c). Sweeps of several arming threads at once
  *     (steal is a count) are stress/model/steal.pml's: here one thread
@@ -204,8 +206,8 @@ inline sweep_acct(a) {
 }
 
 /* pass_acct: an owned stripe the sweep did not raise steal on (it looked
- * empty): idle units seen there now make the round unclean; adds the given
- * count it read to sum */
+ * empty), or whose owner stayed inside its window: idle units seen there
+ * make the round unclean; adds the given count it read to sum */
 inline pass_acct(a) {
     t = taken[a];
     g = given[a];
@@ -280,8 +282,8 @@ proctype sweeper()
 #ifdef BROKEN_SWEEP_NO_BUSY
             :: i != WACC -> sweep_acct(i)
 #else
-            :: i != WACC && (raised & (1 << i)) -> (!busy[i]); sweep_acct(i)
-            :: i != WACC && !(raised & (1 << i)) -> pass_acct(i)
+            :: i != WACC && (raised & (1 << i)) && !busy[i] -> sweep_acct(i)
+            :: i != WACC && !((raised & (1 << i)) && !busy[i]) -> pass_acct(i)
 #endif
             fi;
             i++

@@ -2,7 +2,7 @@
  * steal.pml: the handshake between an owned stripe's owner, who takes a
  * max_timers unit by load and store inside its busy window, and sweeps of
  * several arming threads at once (src/service.c: acct_take_owned,
- * steal_begin, wait_owner_out, budget_sweep, steal_end). budget.pml checks
+ * steal_begin, owner_left, budget_sweep, steal_end). budget.pml checks
  * the budgets' exactness with one sweeping thread; this checks that two
  * sweeps that overlap never let the owner's store undo a move: `steal` is
  * a count, so the first sweep's end does not open the window under the
@@ -12,13 +12,14 @@
  * with steal raised, by CAS; gives; hands a unit back to the pool by CAS
  * when it holds two), the pool, and NS sweepers, each sweeping twice:
  * look, raise steal if the account looks idle, (the heavy fence: Spin's
- * interleavings are sequentially consistent) wait until busy is 0, move
- * every idle unit to the pool by CAS, lower steal. Checked at the end:
- * every unit is somewhere (pool, idle, pending).
+ * interleavings are sequentially consistent) load busy, and if it is 0
+ * move every idle unit to the pool by CAS (C waits a little for 0, then
+ * leaves the account to its next round), lower steal. Checked at the
+ * end: every unit is somewhere (pool, idle, pending).
  *
  * Broken variants (stress/model/run.sh: each must give a counterexample):
  *   -DBROKEN_STEAL_FLAG   steal is a flag: a sweep's end clears another's
- *   -DBROKEN_NO_WAIT      the sweep moves taken without waiting for busy
+ *   -DBROKEN_NO_LOOK      the sweep moves taken without looking at busy
  *
  *   spin -a steal.pml && gcc -O2 -DSAFETY -o pan pan.c && ./pan
  */
@@ -113,24 +114,30 @@ proctype sweeper()
 #else
             steal++;
 #endif
-#ifndef BROKEN_NO_WAIT
-            (busy == 0); /* wait_owner_out */
+#ifdef BROKEN_NO_LOOK
+            if
+            :: true ->
+#else
+            if
+            :: busy == 0 -> /* owner_left */
 #endif
-            /* sweep_acct */
-            t = taken;
-            do
-            :: g = given;
-                if
-                :: g <= t -> break
-                :: else ->
-                    atomic {
-                        if
-                        :: taken == t -> taken = g; pool = pool + g - t; break
-                        :: else -> t = taken
-                        fi
-                    }
-                fi
-            od;
+                /* sweep_acct */
+                t = taken;
+                do
+                :: g = given;
+                    if
+                    :: g <= t -> break
+                    :: else ->
+                        atomic {
+                            if
+                            :: taken == t -> taken = g; pool = pool + g - t; break
+                            :: else -> t = taken
+                            fi
+                        }
+                    fi
+                od
+            :: else -> skip /* pass_acct: left for the next round */
+            fi;
             /* steal_end */
 #ifdef BROKEN_STEAL_FLAG
             steal = 0
