@@ -38,10 +38,11 @@
  * tw_reschedule, tw_reschedule_at, tw_cancel, tw_cancel_many and tw_next_due
  * take no lock and never wait: a thread stopped half-way through one of them
  * blocks neither other callers nor the cursor. One exception, with
- * max_timers set: an arming that finds every unit taken waits for a thread
- * stopped while handing units back (inside tw_cancel, or a callback's
- * start) or while taking one (inside its own arming), rather than answer a
- * TW_EAGAIN that would be false. And one
+ * max_timers set: an arming that finds no unit free elsewhere waits for a
+ * thread stopped while handing units back (inside tw_cancel, or a
+ * callback's start), or stopped inside its own arming's take while its
+ * stripe holds units, rather than answer a TW_EAGAIN that would be false.
+ * And one
  * wait for the drainer: an arming or move that finds the wheel holding more
  * than twice its compaction allowance (about twice the pending timers plus
  * two entries a slot) plus 2^18 entries compacts itself, under the

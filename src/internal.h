@@ -1175,7 +1175,8 @@ typedef struct tw_batch_slab {
  * given - taken (service.c, budgets). Given: written by the givers alone
  * (an owner: load + store); taken: by CAS (takers, the block's hand-back,
  * sweepers), never past the given count they read, except the take of an
- * owned stripe's owner: a load and a store inside its busy window, which
+ * owned stripe's owner where membarrier works: a load and a store inside
+ * its busy window, which
  * sweepers keep out of by the handshake of busy and steal (service.c,
  * acct_take_owned). */
 typedef struct tw_budget_acct {

@@ -245,9 +245,14 @@ void tw__count_rare(tw_service *s, int which)
  *     itself in `budget_moves` (begun, then ended: slow paths only);
  *   - given back to an account the sweep had passed: the sweep notes the
  *     given counts it read, and reads them again after its look at the
- *     pool (`given` only grows, so equal sums mean no give between).
+ *     pool (`given` only grows, so equal sums mean no give between);
+ *   - idle in an owned stripe the sweep left to its owner (one that looked
+ *     empty at the sweep's start, or whose owner stayed inside its take's
+ *     window: acct_take_owned): the sweep notes that it saw idle units
+ *     there (pass_acct).
  * TW_EAGAIN is answered only after two sweeps in a row found nothing, with
- * no other move begun before or during them and no give during them;
+ * no other move begun before or during them, no give during them and no
+ * stripe left with idle units;
  * otherwise the scheduler sweeps again (yielding now and then: a move whose
  * thread was preempted mid-way ends only when it runs). A give that does
  * not happen before the schedule may be missed by both reads: it is ordered
@@ -385,8 +390,9 @@ static bool acct_looks_idle(tw_budget_acct *a)
 }
 
 /* The sweep's half of the handshake with the owners' takes: raise steal on
- * every owned stripe that looks idle, then make every thread execute a
- * full barrier. A mask of the stripes raised. */
+ * every owned stripe that looks idle (where membarrier works:
+ * acct_plain_taken), then make every thread execute a full barrier. A
+ * mask of the stripes raised. */
 static uint32_t steal_begin(tw_service *s)
 {
     uint32_t raised = 0;
@@ -432,8 +438,8 @@ static uint64_t pass_acct(tw_budget_acct *a, bool *held)
     return given;
 }
 
-/* Test statistic (stress/budget_steal.c): sweeps that met an owner inside
- * its window. Relaxed: a count. */
+/* Test statistic (stress/budget_steal.c): a sweep's looks that met an
+ * owner inside its window. Relaxed: a count. */
 _Atomic uint64_t tw__budget_owner_waits;
 
 /* We raised steal on a stripe whose owner is inside its window: it is a
@@ -607,8 +613,8 @@ static int budget_take(tw_service *s)
         return TW_OK;
     tw_stripe *st = tw__stripe(s);
     /* Without membarrier (tw__fence_real) the window's light fence is a
-     * real one, dearer than the CAS: take by CAS (the sweep's look at busy
-     * then finds 0). */
+     * real one, dearer than the CAS: take by CAS; sweeps then CAS these
+     * stripes as any other (acct_plain_taken). */
     bool windowed = tw__stripe_owned && !tw__fence_real;
     if (windowed ? acct_take_owned(&st->budget) : acct_take(&st->budget))
         return TW_OK;

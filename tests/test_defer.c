@@ -504,13 +504,14 @@ static void next_due_sees_logged_timers(void **state)
     uint64_t t1 = tw_now(s);
     uint64_t due = tw_next_due(s);
     assert_int_equal(tw__reserved_total(s), before); /* still logged */
-    /* The first tick boundary at or after the earlier deadline: exact. */
+    /* The first tick boundary at or after the earlier deadline: exact (a
+     * tick up, plus the late clock's few us: next_due_sees_spilled_timers). */
     assert_true(due >= t0 + 3600 * T_S);
-    assert_true(due <= t1 + 3600 * T_S + T_MS);
+    assert_true(due <= t1 + 3600 * T_S + 2 * T_MS);
     release_cursor(&g);
     assert_int_equal(wait_for(s, tw__reserved_total, before + 2), before + 2);
     due = tw_next_due(s); /* from the wheel now: never later */
-    assert_true(due <= t1 + 3600 * T_S + T_MS);
+    assert_true(due <= t1 + 3600 * T_S + 2 * T_MS);
     tw_destroy(s);
 }
 
@@ -848,7 +849,11 @@ static void next_due_sees_spilled_timers(void **state)
     assert_int_equal(atomic_load(&p->tail), 2);
     uint64_t due = tw_next_due(s);
     assert_true(due >= t0 + 3600 * T_S);
-    assert_true(due <= t1 + 3600 * T_S + T_MS);
+    /* A tick up (the deadline rounded to it), plus the arming's late
+     * clock, which may read a few us ahead of tw_now (src/clock.c: an
+     * over-estimate by construction; a CI run, 2026-11-30, met a deadline
+     * just past t1 + 3600 s + 1 ms). The log's timers are an hour later. */
+    assert_true(due <= t1 + 3600 * T_S + 2 * T_MS);
     release_cursor(&g);
     tw_destroy(s);
 }
