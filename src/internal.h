@@ -1334,6 +1334,9 @@ extern TW_TLS tw_running_tls tw__self;
 /* Asymmetric fences (threads.c): a runner's store-load ordering against a
  * rare caller's. Setup once per process before any callback runs. */
 extern bool tw__fence_real; /* no membarrier: both sides fence */
+/* Tests only: set before the process's first tw_create, the library acts
+ * as on a kernel without membarrier (stress/budget_steal.c). */
+extern bool tw__fence_force_real;
 void tw__fence_setup(void);
 void tw__fence_heavy(void);  /* the rare side: every thread of the process */
 static inline void tw__fence_light(void)

@@ -102,13 +102,14 @@
 /* Decided once per process, before the first service runs a callback
  * (tw_create), so every runner reads a settled value. */
 bool tw__fence_real;
+bool tw__fence_force_real; /* tests only (internal.h) */
 static pthread_once_t fence_once = PTHREAD_ONCE_INIT;
 
 static void membarrier_register(void)
 {
     long cmds = syscall(__NR_membarrier, MEMBARRIER_CMD_QUERY, 0);
     tw__fence_real =
-        cmds < 0 || !(cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) ||
+        tw__fence_force_real || cmds < 0 || !(cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) ||
         syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0) != 0;
 }
 

@@ -21,7 +21,11 @@
  * one more arming is refused; then, everything cancelled, exactly
  * max_timers again.
  *
- *   budget_steal [threads] [-] [seconds] [max_timers] [plant] [require]
+ *   budget_steal [threads] [-] [seconds] [max_timers] [plant] [require] [real]
+ *
+ * real = 1: the library acts as without membarrier (tw__fence_force_real):
+ * owners take by CAS, sweeps CAS every stripe, and the other asymmetric
+ * pairings (magazines, the stop) fence on both sides.
  *
  * require = 1: a sweep must have met an owner inside its window
  * (tw__budget_owner_waits; the injected yields' build makes it common).
@@ -122,6 +126,7 @@ int main(int argc, char **argv)
     g_max = st_arg(argc, argv, 4, 512);
     bool plant = st_arg(argc, argv, 5, 0) != 0;
     bool require = st_arg(argc, argv, 6, 0) != 0;
+    tw__fence_force_real = st_arg(argc, argv, 7, 0) != 0;
     if (threads < 2 || threads > 32)
         threads = 4;
     tw__budget_plant_no_busy = plant;
@@ -169,10 +174,13 @@ int main(int argc, char **argv)
         pthread_join(f[i].th, NULL);
     uint64_t over = atomic_load(&g_over);
     uint64_t waits = atomic_load(&tw__budget_owner_waits);
-    printf("budget_steal: %u threads, max_timers %" PRIu64 ": %" PRIu64 " armed, %" PRIu64
+    if (tw__fence_force_real && !tw__fence_real)
+        st_fail("real fences asked for, but the library uses membarrier");
+    printf("budget_steal: %u threads, max_timers %" PRIu64 "%s: %" PRIu64 " armed, %" PRIu64
            " refused, %" PRIu64 " threads gave way, %" PRIu64 " looks met an owner inside, %" PRIu64
            " times more held than the cap%s\n",
-           threads, g_max, atomic_load(&g_armed), atomic_load(&g_refused), handovers, waits, over,
+           threads, g_max, tw__fence_real ? " (no membarrier: real fences)" : "",
+           atomic_load(&g_armed), atomic_load(&g_refused), handovers, waits, over,
            plant ? " (planted: the sweep ignores busy)" : "");
     if (plant) {
         /* What the run holds afterwards is the plant's mess: not checked. */
