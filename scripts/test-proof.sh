@@ -93,8 +93,22 @@ valgrind_one() { # executable, log
         echo "      ok     $(basename "$exe") ($((SECONDS - t0)) s)"
     else
         echo "      FAILED $(basename "$exe") (exit $rc; $log)"
+        show_failure "$log"
     fi
     return "$rc"
+}
+
+# What a failed run's log says, into CI's output: the log itself stays in
+# build/, which a CI record does not keep (a run of 2026-11-30 said only
+# "exit 1": a failed test and a memcheck error both exit 1). The failed
+# tests with their assertions, then memcheck's first error and summary.
+show_failure() { # log
+    {
+        grep -B4 -A1 -E '^\[ +(ERROR|LINE) +\]' "$1" | head -30
+        grep -E '^\[ +FAILED +\] [a-z]' "$1"
+        grep -m1 -A12 -E '^==[0-9]+== (Invalid|Conditional|Use of|Syscall param|[0-9,]+ bytes in)' "$1"
+        grep -m1 -E 'ERROR SUMMARY' "$1"
+    } | awk '!seen[$0]++' | sed 's/^/        | /'
 }
 
 step_valgrind() {
