@@ -908,7 +908,20 @@ static void near_timers_are_placed_by_the_call(void **state)
     gate g;
     hold_cursor(s, &g);
     uint64_t before = tw__reserved_total(s);
+    /* The cursor is held: its tick stays where the hold found it. */
+    uint64_t cur = atomic_load(&s->wheel.cur);
     ASSERT_RC(tw_schedule(s, 2 * T_MS, t_noop, NULL, NULL), TW_OK);
+    /* A bound on the arming's tick: read after it, and a tick more for
+     * the late clock's few microseconds (src/clock.c). */
+    uint64_t due_by = tw__tick_of(s, tw_now(s) - s->origin + 3 * T_MS);
+    if (tw__reserved_total(s) != before + 1 && due_by > cur + TW_DEFER_AHEAD) {
+        /* This thread ran more than TW_DEFER_AHEAD ticks after the hold
+         * (valgrind, TSan beside other tests: a review): "2 ms" is far to
+         * the frozen cursor and logged, as it should be. */
+        release_cursor(&g);
+        tw_destroy(s);
+        skip();
+    }
     assert_int_equal(tw__reserved_total(s), before + 1);
     release_cursor(&g);
     tw_destroy(s);

@@ -581,7 +581,9 @@ static void foreach_reports_a_running_periodic_timer_with_its_next_run(void **st
     memset(&b, 0, sizeof b);
     b.s = s;
     tw_timer p;
-    ASSERT_RC(tw_schedule_every(s, 20 * T_MS, period, block_cb, &b, &p), TW_OK);
+    /* 300 ms: the walk below must come before the first run starts
+     * (20 ms was a stall's length under valgrind: a review). */
+    ASSERT_RC(tw_schedule_every(s, 300 * T_MS, period, block_cb, &b, &p), TW_OK);
     assert_int_equal(walk_into(s, &g_walk), 1);
     const uint64_t d1 = g_walk.v[0].deadline_ns;
     expect_info(&g_walk, p, d1, period, block_cb, &b);
@@ -632,7 +634,7 @@ static void foreach_reports_a_running_periodic_timer_with_its_next_run(void **st
     memset(&o, 0, sizeof o);
     o.s = s;
     tw_timer h;
-    ASSERT_RC(tw_schedule(s, 10 * T_MS, block_cb, &o, &h), TW_OK);
+    ASSERT_RC(tw_schedule(s, 300 * T_MS, block_cb, &o, &h), TW_OK); /* as p's, above */
     assert_int_equal(walk_into(s, &g_walk), 1);
     wait_until(&o.started, 1, "the one-shot's run");
     assert_int_equal(walk_into(s, &g_walk), 0);

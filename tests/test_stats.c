@@ -221,7 +221,12 @@ static void lateness_counted_on(unsigned workers)
     print_message("      %d buckets used, worst %" PRIu64 " ns (between %" PRIu64 " and %" PRIu64
                   ")\n", used, st.max_lateness_ns, lo_max, hi_max);
     assert_int_equal(total, BURST_N);
-    assert_true(used >= 2); /* 3 under valgrind, where it starts late; 7 natively */
+    /* Two buckets at least whenever the runs' bounds span two: the first
+     * run's lateness is at most its start's, the last's at least the start
+     * 64 before it (3 buckets under valgrind, 7 natively; a burst that
+     * starts late under valgrind may lie in one bucket: a review). */
+    if (bucket_of(b.start[BURST_N - 65] - at) > bucket_of(b.start[0] - at))
+        assert_true(used >= 2);
     assert_true(st.max_lateness_ns >= lo_max && st.max_lateness_ns <= hi_max);
     tw_destroy(s);
 }
@@ -285,7 +290,10 @@ static void lateness_of_slow_inline_runs(void **state)
                   (double)st.max_lateness_ns / 1e6);
     /* Read before the run's start, after the run before it returned. */
     assert_true(st.max_lateness_ns <= worst);
-    assert_true(st.max_lateness_ns + 2 * T_MS >= worst);
+    /* 10 ms: the cursor's clock read and the run's own are one call apart,
+     * a preemption between them aside (2 ms was a short one: a review); the
+     * miscount this guards against was 140 ms short. */
+    assert_true(st.max_lateness_ns + 10 * T_MS >= worst);
     tw_destroy(s);
 }
 

@@ -498,6 +498,16 @@ static void three_tries_missed(const char *what)
         fail_msg("%s", what);
 }
 
+/* As three_tries_missed; where it lets the miss pass (valgrind), the test
+ * has no service to check further: its arrays freed, it is skipped. */
+static void three_tries_missed_skip(const char *what, void *e, void *h)
+{
+    three_tries_missed(what);
+    free(e);
+    free(h);
+    skip();
+}
+
 typedef struct early {
     tw_service *s;
     uint64_t deadline;     /* service time */
@@ -614,8 +624,10 @@ static tw_service *claimed_early_on(unsigned workers, tw_config *cfg, early **e,
             print_message("      try %d: the slot was claimed at its tick, not early\n",
                           attempt);
     }
-    if (!s)
-        fail_msg("3 tries, no early claim: each time the slot was claimed at its tick");
+    if (!s) {
+        three_tries_missed_skip(
+            "3 tries, no early claim: each time the slot was claimed at its tick", *e, *h);
+    }
     return s;
 }
 
@@ -990,15 +1002,18 @@ static bool busy_burst_try(unsigned workers, int beyond)
     return beyond ? cascades >= 1 : claims >= 1;
 }
 
-static void busy_burst_on(unsigned workers, int beyond)
+/* Whether a try started on the burst early (false only where
+ * three_tries_missed lets a miss pass: valgrind). */
+static bool busy_burst_on(unsigned workers, int beyond)
 {
     for (int attempt = 1; attempt <= 3; attempt++) {
         if (busy_burst_try(workers, beyond))
-            return;
+            return true;
         print_message("      try %d: the burst was started on at its tick, not early\n",
                       attempt);
     }
     three_tries_missed("3 tries, and the burst was never started on early");
+    return false;
 }
 
 static void burst_started_early_beside_timers_due_every_tick(void **state)
@@ -1067,11 +1082,13 @@ static void early_drain_gives_way_to_an_earlier_tick(void **state)
         atomic_store(&tw__cascade_piece_hook, drain_piece_hook);
         g_busy_lead = HOOK_LEAD; /* the drain begins its room's 240 ticks ahead, so
                                     that a held-up cursor still finds pieces left */
-        busy_burst_on(workers, 1);
+        bool met = busy_burst_on(workers, 1);
         g_busy_lead = PLAIN_LEAD;
         atomic_store(&tw__cascade_piece_hook, NULL);
         print_message("      workers %u: %d pieces seen, a timer ran mid-drain: %d\n", workers,
                       atomic_load(&g_drain_pieces), atomic_load(&g_ran_mid_drain));
+        if (!met)
+            continue; /* no early drain to give way (valgrind's pace, above) */
         assert_true(atomic_load(&g_drain_pieces) > 1);
         assert_int_equal(atomic_load(&g_ran_mid_drain), 1);
     }
@@ -1512,7 +1529,7 @@ static void early_claim_late(int by_clock)
     }
     atomic_store(&tw__early_piece_hook, NULL);
     if (!s)
-        fail_msg("3 tries, and no early claim went late with timers staged");
+        three_tries_missed_skip("3 tries, and no early claim went late with timers staged", e, h);
     assert_true(tw__rare_total(s, TW_RARE_EARLY_LATE) >= 1);
     if (!atomic_load(&g_ran_while_held))
         fail_msg("%zu staged timers handed over, none ran while the claim was held",
@@ -1697,7 +1714,7 @@ static void early_claim_gives_way_to_an_earlier_tick(void **state)
     }
     atomic_store(&tw__early_piece_hook, NULL);
     if (!s)
-        fail_msg("3 tries, and no early claim was held before its tick");
+        three_tries_missed_skip("3 tries, and no early claim was held before its tick", e, h);
     if (!atomic_load(&g_ran_mid_claim))
         fail_msg("the timer due during the claim did not run until the claim was done");
     assert_int_equal(atomic_load(&g_probe_ran), 1);
