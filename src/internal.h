@@ -1337,6 +1337,13 @@ extern bool tw__fence_real; /* no membarrier: both sides fence */
 /* Tests only: set before the process's first tw_create, the library acts
  * as on a kernel without membarrier (stress/budget_steal.c). */
 extern bool tw__fence_force_real;
+/* Tests only: the expedited membarrier fails (EPERM) after registering, as
+ * under a seccomp filter installed later; tw__fence_heavy then takes the
+ * global command (counted in tw__fence_global_calls), which
+ * tw__fence_global_offered says the kernel has (tests/test_pause.c). */
+extern _Atomic bool tw__fence_refuse_expedited;
+extern _Atomic uint64_t tw__fence_global_calls;
+bool tw__fence_global_offered(void);
 void tw__fence_setup(void);
 void tw__fence_heavy(void);  /* the rare side: every thread of the process */
 static inline void tw__fence_light(void)

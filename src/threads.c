@@ -108,9 +108,12 @@ bool tw__fence_real;
 bool tw__fence_force_real; /* tests only (internal.h) */
 static pthread_once_t fence_once = PTHREAD_ONCE_INIT;
 
+static long membarrier_cmds; /* what the query offered; set with tw__fence_real */
+
 static void membarrier_register(void)
 {
     long cmds = syscall(__NR_membarrier, MEMBARRIER_CMD_QUERY, 0);
+    membarrier_cmds = cmds < 0 ? 0 : cmds;
     tw__fence_real =
         tw__fence_force_real || cmds < 0 || !(cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) ||
         syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0) != 0;
@@ -125,21 +128,60 @@ void tw__fence_setup(void)
  * barrier, so a failed membarrier must not be answered by a local fence:
  * that orders this thread alone, and an owner's take or a callback's flag
  * would go unordered (a unit counted twice, a wake-up lost) with nothing
- * said. The kernel documents no failure of the command for a process that
- * queried and registered it (EINVAL, ENOSYS and EPERM are what those two
- * rule out), so one is a broken contract: stop with the reason, as
- * liburcu's membarrier flavour does (urcu_die). */
+ * said. The man page documents no failure of the command for a process
+ * that queried and registered it (EINVAL, ENOSYS and EPERM are what those
+ * two rule out); the kernel's code may still answer ENOMEM (a CPU mask it
+ * could not allocate) or a seccomp filter installed later EPERM. So: the
+ * expedited call, tried again on ENOMEM; then the global command where
+ * the query offered it (every thread of the system through a grace
+ * period: milliseconds, but as strong, and it needs no registration);
+ * else stop with the reason, as liburcu's membarrier flavour does
+ * (urcu_die). */
+enum { FENCE_HEAVY_TRIES = 3 };
+
+_Atomic bool tw__fence_refuse_expedited;  /* tests only (internal.h) */
+_Atomic uint64_t tw__fence_global_calls; /* tests only (internal.h) */
+
+bool tw__fence_global_offered(void)
+{
+    tw__fence_setup();
+    return (membarrier_cmds & MEMBARRIER_CMD_GLOBAL) != 0;
+}
+
+static bool membarrier_expedited(void)
+{
+    /* Relaxed: a test's switch, set before the calls it is for. */
+    if (atomic_load_explicit(&tw__fence_refuse_expedited, memory_order_relaxed)) {
+        errno = EPERM;
+        return false;
+    }
+    for (int i = 0; i < FENCE_HEAVY_TRIES; i++) {
+        if (syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0) == 0)
+            return true;
+        if (errno != ENOMEM)
+            return false;
+    }
+    return false;
+}
+
 void tw__fence_heavy(void)
 {
     if (tw__fence_real) {
         atomic_thread_fence(memory_order_seq_cst);
         return;
     }
-    if (syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0) != 0) {
-        fprintf(stderr, "timerwheel: membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) failed "
-                        "after registering: %s\n", strerror(errno));
-        abort();
+    if (membarrier_expedited())
+        return;
+    int err = errno;
+    if ((membarrier_cmds & MEMBARRIER_CMD_GLOBAL) &&
+        syscall(__NR_membarrier, MEMBARRIER_CMD_GLOBAL, 0) == 0) {
+        /* Relaxed: a count for tests. */
+        atomic_fetch_add_explicit(&tw__fence_global_calls, 1, memory_order_relaxed);
+        return;
     }
+    fprintf(stderr, "timerwheel: membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) failed "
+                    "after registering: %s\n", strerror(err));
+    abort();
 }
 
 /* ---- starting a thread ------------------------------------------------------ */

@@ -797,10 +797,47 @@ static void paused_mid_list_without_workers_still_compacts(void **state)
     tw_destroy(s);
 }
 
+/* ---- the heavy fence refused after registering ---------------------------- */
+
+/* A seccomp filter installed after the first tw_create may refuse the
+ * expedited membarrier (the kernel may also answer ENOMEM): the pause's
+ * heavy fence then takes the global command, as strong, and the pause
+ * holds as before (threads.c). Before (2026-11-30) a failure fell back to
+ * a local fence, which orders only the caller: the gate's compiler
+ * barrier on the runners' side went unpaired. Planted (the global
+ * command not taken): the process aborts. */
+static void pause_holds_with_the_expedited_fence_refused(void **state)
+{
+    (void)state;
+    tw_service *s = monotonic(2, T_MS);
+    if (tw__fence_real || !tw__fence_global_offered()) {
+        tw_destroy(s);
+        skip(); /* real fences on both sides already, or no global command */
+    }
+    ran r = {.s = s};
+    r.deadline = tw_now(s) + 300 * T_MS;
+    ASSERT_RC(tw_schedule(s, 300 * T_MS, on_ran, &r, NULL), TW_OK);
+    uint64_t calls = atomic_load(&tw__fence_global_calls);
+    atomic_store(&tw__fence_refuse_expedited, true);
+    int rc = tw_pause(s);
+    atomic_store(&tw__fence_refuse_expedited, false);
+    ASSERT_RC(rc, TW_OK);
+    assert_true(atomic_load(&tw__fence_global_calls) > calls);
+    uint64_t frozen = tw_now(s);
+    t_sleep_ns(r.deadline > frozen ? r.deadline - frozen + 50 * T_MS : 50 * T_MS);
+    assert_int_equal(atomic_load(&r.runs), 0);
+    ASSERT_RC(tw_resume(s), TW_OK);
+    wait_runs(&r, 1, 10 * T_S);
+    assert_int_equal(atomic_load(&r.runs), 1);
+    assert_true(atomic_load(&r.at_service) >= r.deadline);
+    tw_destroy(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(manual_and_null_are_einval, setup),
+        cmocka_unit_test_setup(pause_holds_with_the_expedited_fence_refused, setup),
         cmocka_unit_test_setup(now_stays_at_the_pause_instant, setup),
         cmocka_unit_test_setup(now_is_monotonic_minus_time_paused, setup),
         cmocka_unit_test_setup(no_start_while_paused_pool_lookahead, setup),
