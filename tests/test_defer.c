@@ -900,7 +900,12 @@ static void a_long_drain_gives_room_as_it_goes(void **state)
     tw_destroy(s);
 }
 
-/* A timer due within TW_DEFER_AHEAD ticks is placed by the call. */
+/* A timer due within TW_DEFER_AHEAD ticks of the cursor is placed by the
+ * call; one due later is logged. The cursor is held, so its tick stays
+ * where the hold found it; the timer's own tick (its record's deadline)
+ * says which of the two the call owed: "2 ms" is near unless this thread
+ * ran more than TW_DEFER_AHEAD ticks after the hold (valgrind, TSan beside
+ * other tests: a review). */
 static void near_timers_are_placed_by_the_call(void **state)
 {
     (void)state;
@@ -908,21 +913,17 @@ static void near_timers_are_placed_by_the_call(void **state)
     gate g;
     hold_cursor(s, &g);
     uint64_t before = tw__reserved_total(s);
-    /* The cursor is held: its tick stays where the hold found it. */
     uint64_t cur = atomic_load(&s->wheel.cur);
-    ASSERT_RC(tw_schedule(s, 2 * T_MS, t_noop, NULL, NULL), TW_OK);
-    /* A bound on the arming's tick: read after it, and a tick more for
-     * the late clock's few microseconds (src/clock.c). */
-    uint64_t due_by = tw__tick_of(s, tw_now(s) - s->origin + 3 * T_MS);
-    if (tw__reserved_total(s) != before + 1 && due_by > cur + TW_DEFER_AHEAD) {
-        /* This thread ran more than TW_DEFER_AHEAD ticks after the hold
-         * (valgrind, TSan beside other tests: a review): "2 ms" is far to
-         * the frozen cursor and logged, as it should be. */
-        release_cursor(&g);
-        tw_destroy(s);
-        skip();
-    }
-    assert_int_equal(tw__reserved_total(s), before + 1);
+    tw_timer h;
+    ASSERT_RC(tw_schedule(s, 2 * T_MS, t_noop, NULL, &h), TW_OK);
+    tw_record *rec = tw__rec_of(&s->rec, h);
+    assert_non_null(rec);
+    uint64_t tick = tw__tick_of(s, atomic_load(&rec->deadline)); /* ns since the origin */
+    bool near = tick <= cur + TW_DEFER_AHEAD;
+    if (!near)
+        print_message("      the arming came %" PRIu64 " ticks past the held cursor: logged\n",
+                      tick - cur);
+    assert_int_equal(tw__reserved_total(s), near ? before + 1 : before);
     release_cursor(&g);
     tw_destroy(s);
 }
