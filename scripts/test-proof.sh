@@ -5,7 +5,7 @@
 #             exhaustive searches of small configurations, every rare path
 #             reachable, and the deliberately broken variants caught
 #   fuzz      libFuzzer + ASan/UBSan on the API against an oracle
-#             (scripts/test-fuzz.sh; TW_FUZZ_SECONDS, default 60 when
+#             (scripts/test-fuzz.sh; TW_FUZZ_SECONDS, default 40 when
 #             CI=true, else 30)
 #   inject    a ThreadSanitizer build with TW_INJECT_YIELDS (build/inject):
 #             the stress programs with yields injected at the protocol's
