@@ -32,6 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <urcu/arch.h> /* caa_cpu_relax */
 #include <urcu/wfcqueue.h>
 
 /* CAS retry back-off (Concurrency Kit): exponential, capped at 4095 spins.
@@ -39,6 +40,20 @@
  * milliseconds; our retries are short and re-read the word afterwards. */
 #define CK_BACKOFF_CEILING ((1u << 12) - 1)
 #include <ck_backoff.h>
+
+/* One step of a wait on a thread a few instructions from done (leaving a
+ * window, lowering a gate, releasing a lease) unless it was preempted: the
+ * first TW_WAIT_SPINS steps relax the CPU, later ones yield it, so that a
+ * holder preempted on our CPU gets to run. No nap: these waits are short,
+ * and a nanosleep is a cancellation point. */
+#define TW_WAIT_SPINS 64
+static inline void tw__wait_step(unsigned step)
+{
+    if (step < TW_WAIT_SPINS)
+        caa_cpu_relax();
+    else
+        sched_yield();
+}
 
 #define TW_CACHELINE 64
 #define TW_ALIGNED __attribute__((aligned(TW_CACHELINE)))

@@ -35,7 +35,6 @@
 #include "internal.h"
 
 #include <limits.h>
-#include <sched.h>
 #include <urcu/futex.h>
 
 TW_TLS tw_gate_tls tw__gate;
@@ -94,12 +93,8 @@ void tw__gate_bind(_Atomic uint32_t *starting, _Atomic int32_t *word, _Atomic bo
 static void wait_gate_down(_Atomic uint32_t *g)
 {
     /* Acquire: pairs with the runner's release store of 0. */
-    for (unsigned spins = 0; atomic_load_explicit(g, memory_order_acquire); spins++) {
-        if (spins < 128)
-            caa_cpu_relax();
-        else
-            sched_yield();
-    }
+    for (unsigned step = 0; atomic_load_explicit(g, memory_order_acquire); step++)
+        tw__wait_step(step);
 }
 
 int tw_pause(tw_service *s)

@@ -459,11 +459,8 @@ static bool owner_left(tw_budget_acct *a)
     if (atomic_load_explicit(&a->busy, memory_order_acquire) == 0)
         return true;
     atomic_fetch_add_explicit(&tw__budget_owner_waits, 1, memory_order_relaxed);
-    for (unsigned n = 0; n < 128; n++) {
-        if (n < 64)
-            ck_pr_stall();
-        else
-            sched_yield();
+    for (unsigned step = 0; step < 2 * TW_WAIT_SPINS; step++) {
+        tw__wait_step(step);
         if (atomic_load_explicit(&a->busy, memory_order_acquire) == 0)
             return true;
     }
@@ -1630,7 +1627,7 @@ static bool pending_info(tw_service *s, uint32_t idx, tw_timer_info *info)
     /* Acquire: the arming that published cb, arg, the period, and the
      * lease release that published the deadline. */
     uint64_t st = atomic_load_explicit(&rec->state, memory_order_acquire);
-    for (unsigned spins = 0;; spins++) {
+    for (unsigned step = 0;; step++) {
         uint32_t kind = tw__st(st);
         bool periodic = (st & TW_F_PERIODIC) != 0;
         bool live = kind == TW_ST_PENDING || kind == TW_ST_FIRING ||
@@ -1660,10 +1657,7 @@ static bool pending_info(tw_service *s, uint32_t idx, tw_timer_info *info)
             st = again;
             continue;
         }
-        if (spins < 64)
-            caa_cpu_relax();
-        else
-            sched_yield(); /* the holder was preempted: let it run */
+        tw__wait_step(step); /* a lease is held for a few instructions */
         /* Acquire: as above. */
         st = atomic_load_explicit(&rec->state, memory_order_acquire);
     }
