@@ -18,7 +18,7 @@
 # Environment: TW_FUZZ_SECONDS, TW_STRESS_SECONDS (each stress test of the
 # inject step; default 3 when CI=true, else 5), TW_MODEL_FULL=1 (larger
 # model searches, ~5 more minutes), TW_JOBS (parallelism, default 2).
-# Stops at the first failing step. About 6 minutes on 2 cores with CI=true.
+# Stops at the first failing step. About 10 minutes on 2 cores with CI=true.
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -63,12 +63,16 @@ step_inject() {
               -DTW_WERROR=ON -DTW_SANITIZE=thread -DTW_INJECT_YIELDS=ON \
               -DTW_BUILD_STRESS=ON -DTW_BUILD_TESTS=OFF -DTW_BUILD_EXAMPLES=OFF
     run "build" cmake --build build/inject -j "$jobs"
-    # One at a time: each is timed and uses every core. halt_on_error=0:
-    # every race of a run is reported; TSan still exits 66 if it saw one.
+    # $jobs at a time: an injected yield gives the CPU away only where
+    # another thread waits for it, which a neighbour's threads make more
+    # often; the programs whose paths need the CPU to themselves (pressure,
+    # spill_burst) run alone (RUN_SERIAL, stress/CMakeLists.txt), and
+    # rare_paths goes on while a path is missing. halt_on_error=0: every
+    # race of a run is reported; TSan still exits 66 if it saw one.
     run "ctest -L stress with injected yields (TW_STRESS_SECONDS=$TW_STRESS_SECONDS)" \
         env TSAN_OPTIONS="halt_on_error=0 second_deadlock_stack=1 suppressions=$repo/share/timerwheel/tsan.supp" \
         "${tsan_wrap[@]}" ctest --test-dir build/inject -L stress --output-on-failure \
-            --no-tests=error --timeout 600
+            --no-tests=error --timeout 600 -j "$jobs"
     local log="build/inject/Testing/Temporary/LastTest.log"
     if [ -f "$log" ]; then
         echo "---- [proof/inject] rare paths taken:"

@@ -90,8 +90,8 @@ config_tsan() {
     # Stress tests $jobs at a time. TSan finds a race by happens-before,
     # not by the two accesses meeting in time, so sharing the cores costs
     # it operations, not sight; the rare paths' run goes on while one is
-    # missing. The interleavings are scripts/test-proof.sh inject's, which
-    # runs them one at a time.
+    # missing, and the programs whose paths need the CPU to themselves
+    # (pressure, spill_burst) run alone (RUN_SERIAL, stress/CMakeLists.txt).
     run "ctest -L stress (TW_STRESS_SECONDS=$TW_STRESS_SECONDS)" \
         "${tsan_wrap[@]}" ctest --test-dir build/tsan -L stress --output-on-failure \
               --no-tests=error --timeout 600 -j "$jobs"

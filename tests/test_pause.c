@@ -758,8 +758,10 @@ static atomic_int g_gate_first_in;
 /* Both timers of the list run this: the first to start holds the cursor
  * until the pause, the other counts its run. Which of the two starts first
  * is not the test's to choose: a list's order is not its timers' arming
- * order (under ThreadSanitizer the second ran first, a fresh-clone CI run
- * of 2026-11-30, and the test saw it run before the pause). */
+ * order. Before, the one armed first held the cursor, and under
+ * ThreadSanitizer (a fresh-clone CI run, 2026-11-30) the one armed second
+ * had run before the pause: with one runner and the gate holding, it can
+ * only have started first. */
 static void one_of_the_list(tw_timer t, void *arg)
 {
     ran *other = arg;
