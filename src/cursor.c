@@ -70,6 +70,25 @@
  * producer's was one per logged arming (since 2026-11-29: the threads.c
  * shape of a frequent and a rare side). A cursor with work every tick
  * sleeps to the next tick without a plan, and without the fence.
+ *
+ * Naps. While producers log armings fast (TW_NAP_ENTRIES or more every
+ * TW_NAP_NS, millions a second), the cursor sleeps TW_NAP_NS at a time
+ * (or less, to its next work) with wake_tick AWAKE, as to the next tick:
+ * no plan, no heavy fence, and no pokes. Before, each sleep published a
+ * plan and paid the fence, and a producer's log then filled half-way in
+ * a few hundred microseconds and woke it (the urgent poke, defer.c):
+ * WL1 at P=1 on the Intel guest slept and was woken about 4,000 times a
+ * second, 8% of the producer's time in futex_wake and 5% of the cursor's
+ * in membarrier, whose interrupt lands on the producer's CPU too (perf,
+ * 2026-12-01). Napping, the cursor's own timer wakes it, on its own CPU,
+ * and each log holds 200 us of armings. What it costs: a timer armed
+ * during a nap that is placed in the wheel at once (due within
+ * TW_DEFER_AHEAD ticks) is seen at the nap's end, as by a cursor busy
+ * that long (a nap is at most a tick); never early. Idle when idle: the
+ * first look after the armings stop finds fewer than TW_NAP_ENTRIES, and
+ * the cursor plans and sleeps as before. With the rate measured between
+ * two looks, a thread that logs a few hundred timers in a burst now and
+ * then makes the cursor nap once or twice, no more.
  */
 #include "internal.h"
 
@@ -185,26 +204,33 @@ static bool quitting(tw_service *s)
 #endif
 #define TW_FUTEX_BITSET_ANY (-1) /* FUTEX_BITSET_MATCH_ANY as the int32_t val3 */
 
-/* Sleep until the start of tick `w`, the next one (a timer due then, or
- * compaction going on), or until the futex word moves from `seq` (read
+/* Sleep until service time `at` (the start of the next tick, which has a
+ * timer due or compaction going on; or a nap's end), or until the futex
+ * word moves from `seq` (read
  * before the caller's looks): a back-pressure wake, tw_resume, tw_stop
  * (pokes do not come while wake_tick is AWAKE). An absolute timeout, as
  * clock_nanosleep's that this replaces: no drift from a preemption before
  * the call. That sleep heard no wake: with a tick of 1 s, producers past
  * the back-pressure line waited for the next tick's compaction, and
  * tw_stop took up to a tick (987 ms; a review's program, 2026-11-30). */
-static void tick_wait(tw_service *s, int32_t seq, uint64_t w)
+static void wait_until(tw_service *s, int32_t seq, uint64_t at)
 {
     uint64_t mono;
     /* The quit after our read of seq: a stop whose wake came between the
      * loop's look and that read changed nothing we wait on (a review's
      * program, a hook there: tw_stop 970 ms with a 1 s tick). */
-    if (quitting(s) || !tw__clock_service_to_mono(s, tick_start(s, w), &mono))
+    if (quitting(s) || !tw__clock_service_to_mono(s, at, &mono))
         return; /* quitting, or paused: the loop looks again */
-    struct timespec at = {.tv_sec = (time_t)(mono / 1000000000ull),
+    struct timespec ts = {.tv_sec = (time_t)(mono / 1000000000ull),
                           .tv_nsec = (long)(mono % 1000000000ull)};
-    futex_async((int32_t *)&s->wake_seq, FUTEX_WAIT_BITSET, seq, &at, NULL,
+    futex_async((int32_t *)&s->wake_seq, FUTEX_WAIT_BITSET, seq, &ts, NULL,
                 TW_FUTEX_BITSET_ANY);
+}
+
+/* Sleep until the start of tick `w`, as wait_until. */
+static void tick_wait(tw_service *s, int32_t seq, uint64_t w)
+{
+    wait_until(s, seq, tick_start(s, w));
 }
 
 /* Sleep until tick `w` or a poke, whichever comes first. */
@@ -361,6 +387,46 @@ static bool start_burst(tw_service *s, uint64_t cur, uint64_t *w)
     return false;
 }
 
+/* Naps (see the top): while producers log at least TW_NAP_ENTRIES
+ * entries every TW_NAP_NS, the cursor sleeps TW_NAP_NS at a time, awake
+ * to producers (no plan, no heavy fence, no pokes). 512 in 200 us is 2.56
+ * million logged armings a second; a log then holds what one producer
+ * arms in 200 us: under half of it (the urgent poke's mark) up to 20
+ * million a second, and all of it up to 40, past which its owner spills
+ * (defer.c). Why 200 us: WL1 on the Intel guest, medians of 7 pairs
+ * against no naps, P = 1, 2, 8: 1.11, 1.02, 0.97 (defaults) and 1.10,
+ * 0.99, 1.02 (configured) napping 100 us; 1.13, 1.04, 1.01 and 1.14,
+ * 1.08, 1.02 napping 200 us (2026-12-01). */
+#define TW_NAP_NS 200000u
+#define TW_NAP_ENTRIES 512u
+
+uint32_t tw__nap_entries_override; /* tests (internal.h) */
+
+/* Whether producers logged at least TW_NAP_ENTRIES per TW_NAP_NS since
+ * the last look (service time `now`); this is the look. */
+static bool logging_fast(tw_service *s, uint64_t now)
+{
+    uint32_t appended = tw__defer_appended(s);
+    uint32_t since = appended - s->nap_appended;
+    uint64_t span = now - s->nap_looked;
+    s->nap_appended = appended;
+    s->nap_looked = now;
+    return since >= s->nap_entries &&
+           (uint64_t)since * TW_NAP_NS >= (uint64_t)s->nap_entries * span;
+}
+
+/* A nap: TW_NAP_NS from `now`, or less: a tick, if shorter (a timer the
+ * call placed meanwhile is then seen within a tick, guarantee 1), or to
+ * the start of tick w (the next work, or the logs' plan: plan_for_logs). */
+static void nap(tw_service *s, int32_t seq, uint64_t w, uint64_t now)
+{
+    uint64_t at = tick_start(s, w);
+    uint64_t end = now + (s->cfg.tick_ns < TW_NAP_NS ? s->cfg.tick_ns : TW_NAP_NS);
+    /* The cursor's own count: a plain load and store (tests read it). */
+    tw__count_add_owned(&s->naps, 1, true);
+    wait_until(s, seq, at < end ? at : end);
+}
+
 /* Caught up: sleep until the next work, or until poked. A burst is
  * claimed early, or drained into level 0 early (wheel.c): the cursor
  * wakes up its lead before the tick, and starts on it then. `now`: the
@@ -386,6 +452,11 @@ static void cursor_sleep(tw_service *s, uint64_t cur, uint64_t now)
         w = cur + 1; /* a logged timer found no memory: try again next tick */
     else if (start_burst(s, cur, &w))
         return; /* the loop plans again */
+    if (logging_fast(s, now)) {
+        if (!tw__defer_spilled(s)) /* else the loop drains it first, as below */
+            nap(s, seq, plan_for_logs(s, w), now);
+        return;
+    }
     if (w <= cur + 1) {
         tick_wait(s, seq, cur + 1);
         return;
@@ -525,6 +596,7 @@ int tw__cursor_start(tw_service *s)
     atomic_init(&s->cursor_quit, false);
     s->rec.on_grow = records_grew; /* before any producer: tw_create has not returned */
     s->early_lead = tw__early_lead_override; /* the cursor, started below, reads it */
+    s->nap_entries = tw__nap_entries_override ? tw__nap_entries_override : TW_NAP_ENTRIES;
     s->prefault_ns = 0;
     int rc = tw__thread_start(&s->cursor, cursor_main, s, "tw-cursor");
     if (rc != TW_OK)

@@ -57,9 +57,11 @@
  *     (tw__defer_bound), and an append lowers that plan
  *     (tw__cursor_poke) when its timer is due before it; an append that
  *     fills half of the log (three quarters of one whose drains leave
- *     its newest entries) wakes it at once. The pairing is the occupancy
- *     bits' one (cursor.c, top): the producer publishes its tail, then
- *     (tw__fence_light, a compiler barrier) reads wake_tick; the cursor
+ *     its newest entries) wakes it at once. A cursor awake (ticking, or
+ *     napping while producers log fast: cursor.c) is not poked; a nap
+ *     ends by the plan's tick and lasts 200 us at most. The pairing is
+ *     the occupancy bits' one (cursor.c, top): the producer publishes its
+ *     tail, then (tw__fence_light, a compiler barrier) reads wake_tick; the cursor
  *     publishes wake_tick (seq_cst), makes every thread execute a full
  *     barrier (tw__fence_heavy), then reads every tail (seq_cst) again.
  *     One sees the other. A thread that arms a trickle of timers thus
@@ -845,6 +847,18 @@ static bool any_log(tw_service *s, bool (*f)(tw_defer_log *))
 bool tw__defer_spilled(tw_service *s)
 {
     return any_log(s, spill_left);
+}
+
+uint32_t tw__defer_appended(tw_service *s)
+{
+    uint32_t sum = 0;
+    for (uint32_t i = 0; i < TW_OWNED_STRIPES; i++) {
+        tw_defer_log *d = log_of(s, i);
+        /* Relaxed: a count for a rate; nothing is read through it. */
+        if (d)
+            sum += atomic_load_explicit(&d->tail, memory_order_relaxed);
+    }
+    return sum;
 }
 
 uint64_t tw__defer_bound(tw_service *s)

@@ -783,6 +783,10 @@ extern uint64_t tw__trim_period_override; /* tests: 0 = TW_TRIM_PERIOD_NS */
  * services created from now on claim a large slot early (cursor.c); 0 =
  * from the slot's size. Set before tw_create, on the creating thread. */
 extern uint64_t tw__early_lead_override;
+/* Tests only (test_defer.c): the entries logged per TW_NAP_NS that make
+ * the cursors of services created from now on nap (cursor.c); 0 =
+ * TW_NAP_ENTRIES. Set before tw_create, on the creating thread. */
+extern uint32_t tw__nap_entries_override;
 /* Tests only (test_defer.c): called by the cursor as it starts to plan a
  * sleep (cursor.c, cursor_sleep), before it looks at the wheel or the
  * logs, so that a test can log a timer at that instant. NULL (the
@@ -1582,6 +1586,11 @@ struct tw_service {
      * use by the stripe's owner. */
     _Atomic(struct tw_defer_log *) defer[TW_OWNED_STRIPES];
     bool defer_short;          /* the cursor's: its last drain lacked memory */
+    uint32_t nap_appended;     /* the cursor's: tw__defer_appended at its last
+                                  look (cursor.c, naps) */
+    uint64_t nap_looked;       /* the cursor's: service time of that look */
+    uint32_t nap_entries;      /* TW_NAP_ENTRIES (tests: tw__nap_entries_override) */
+    _Atomic uint64_t naps;     /* the cursor's: naps taken (tests read it) */
 };
 
 /* ---- defer.c ------------------------------------------------------------ */
@@ -1658,6 +1667,9 @@ bool tw__defer_keeps(tw_service *s);
  * TW_SPILL_DRAIN_PAGES pages at a time (defer.c): do not sleep, and do not
  * populate records ahead, until it is empty. */
 bool tw__defer_spilled(tw_service *s);
+/* The cursor: the entries appended to the logs so far, mod 2^32 (the sum
+ * of their tails): how fast producers log (cursor.c, naps). */
+uint32_t tw__defer_appended(tw_service *s);
 /* The cursor: a lower bound on the ticks logged (UINT64_MAX: none), for
  * its plan and its look after publishing it. */
 uint64_t tw__defer_bound(tw_service *s);

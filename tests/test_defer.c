@@ -1056,6 +1056,102 @@ static void kept_entries_fire_on_time(void **state)
     tw_destroy(s);
 }
 
+/* ---- naps (cursor.c) ------------------------------------------------------- */
+
+static uint64_t naps_of(tw_service *s)
+{
+    return atomic_load(&s->naps);
+}
+
+/* Arm steadily, for at least `ns` of real time and until the cursor has
+ * napped (bounded: 10 s): rounds of four timers, then 100 us of sleep, a
+ * pace the cursor keeps up with even under valgrind (a cursor behind, its
+ * producers spilling, drains rather than naps). The timers are an hour
+ * away (logged), and one a round is a timer 5 ms away (placed by the
+ * call) or 30 ms away (logged) that checks it is not early. Returns how
+ * many of those it armed. */
+static int arm_steadily(tw_service *s, uint64_t ns, due_at *d, int most)
+{
+    int n = 0;
+    uint64_t start = t_mono_ns();
+    for (;;) {
+        uint64_t now = t_mono_ns();
+        if ((now >= start + ns && atomic_load(&s->naps) > 0) || now >= start + 10 * T_S)
+            break;
+        if (n < most) {
+            uint64_t delay = (n % 2 ? 30 : 5) * T_MS;
+            d[n].s = s;
+            d[n].deadline = tw_now(s) + delay;
+            ASSERT_RC(tw_schedule(s, delay, check_not_early, &d[n], NULL), TW_OK);
+            n++;
+        }
+        for (int i = 0; i < 3; i++)
+            ASSERT_RC(tw_schedule(s, 3600 * T_S, t_noop, NULL, NULL), TW_OK);
+        t_sleep_ns(100 * T_US);
+    }
+    return n;
+}
+
+/* Wait (bounded: seconds) until the cursor has taken no nap for 100 ms. */
+static void wait_naps_settle(tw_service *s)
+{
+    uint64_t end = t_mono_ns() + 5 * T_S;
+    uint64_t seen = naps_of(s);
+    do {
+        t_sleep_ns(100 * T_MS);
+        uint64_t now = naps_of(s);
+        if (now == seen)
+            return;
+        seen = now;
+    } while (t_mono_ns() < end);
+}
+
+/* While a producer logs fast, the cursor naps (one entry per nap's length
+ * is fast here: a pace that a cursor under valgrind keeps up with
+ * qualifies), and the timers armed
+ * meanwhile run, none early: the near ones the call placed, which no poke
+ * announces during a nap, and logged ones. Once the armings stop, it
+ * stops napping and goes back to planned sleeps (wake_tick published):
+ * idle when idle. */
+static void the_cursor_naps_while_producers_log_fast(void **state)
+{
+    (void)state;
+    tw__nap_entries_override = 1;
+    tw_service *s = t_monotonic(2, T_MS);
+    tw__nap_entries_override = 0;
+    atomic_store(&early, 0);
+    enum { MOST = 2000 };
+    static due_at d[MOST];
+    int n = arm_steadily(s, 200 * T_MS, d, MOST);
+    assert_true(naps_of(s) > 0);
+    assert_int_equal(wait_for(s, t_fired, (uint64_t)n), (uint64_t)n);
+    assert_int_equal(atomic_load(&early), 0);
+    wait_naps_settle(s);
+    uint64_t settled = naps_of(s);
+    uint64_t end = t_mono_ns() + 5 * T_S;
+    /* Seq_cst, the test's loads: the cursor's plan, published. */
+    while (atomic_load(&s->wake_tick) == 0 && t_mono_ns() < end)
+        t_sleep_ns(T_MS);
+    assert_true(atomic_load(&s->wake_tick) != 0);
+    t_sleep_ns(300 * T_MS);
+    assert_int_equal(naps_of(s), settled);
+    tw_destroy(s);
+}
+
+/* At the real threshold (TW_NAP_ENTRIES per TW_NAP_NS), a producer that logs
+ * a timer a millisecond never makes the cursor nap. */
+static void a_slow_producer_does_not_make_the_cursor_nap(void **state)
+{
+    (void)state;
+    tw_service *s = t_monotonic(2, T_MS);
+    for (int i = 0; i < 100; i++) {
+        ASSERT_RC(tw_schedule(s, 3600 * T_S, t_noop, NULL, NULL), TW_OK);
+        t_sleep_ns(T_MS);
+    }
+    assert_int_equal(naps_of(s), 0);
+    tw_destroy(s);
+}
+
 /* ---- the cursor's plan ---------------------------------------------------- */
 
 static tw_service *_Atomic g_plan_s;
@@ -1237,6 +1333,8 @@ int main(void)
         cmocka_unit_test_setup(a_threads_log_outlives_it, t_setup),
         cmocka_unit_test_setup(an_idle_cursor_wakes_for_a_logged_timer, t_setup),
         cmocka_unit_test_setup(kept_entries_fire_on_time, t_setup),
+        cmocka_unit_test_setup(the_cursor_naps_while_producers_log_fast, t_setup),
+        cmocka_unit_test_setup(a_slow_producer_does_not_make_the_cursor_nap, t_setup),
         cmocka_unit_test_setup(a_kept_log_is_drained_before_it_is_due, t_setup),
         cmocka_unit_test_setup(an_early_claim_is_planned_before_logged_timers, t_setup),
         cmocka_unit_test_setup(a_logs_bound_spans_the_wrap, t_setup),
