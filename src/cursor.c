@@ -391,12 +391,14 @@ static bool start_burst(tw_service *s, uint64_t cur, uint64_t *w)
  * entries every TW_NAP_NS, the cursor sleeps TW_NAP_NS at a time, awake
  * to producers (no plan, no heavy fence, no pokes). 512 in 200 us is 2.56
  * million logged armings a second; a log then holds what one producer
- * arms in 200 us: under half of it (the urgent poke's mark) up to 20
- * million a second, and all of it up to 40, past which its owner spills
- * (defer.c). Why 200 us: WL1 on the Intel guest, medians of 7 pairs
- * against no naps, P = 1, 2, 8: 1.11, 1.02, 0.97 (defaults) and 1.10,
- * 0.99, 1.02 (configured) napping 100 us; 1.13, 1.04, 1.01 and 1.14,
- * 1.08, 1.02 napping 200 us (2026-12-01). */
+ * arms in 200 us: under half of it (the urgent poke's mark, which a nap
+ * does not hear) up to 20 million a second, and the room its drains
+ * leave (three quarters of it in a log that keeps its newest entries)
+ * up to 30 million, past which its owner spills (defer.c: nothing is
+ * lost, the spill is drained first). Why 200 us: WL1 on the Intel guest,
+ * medians of 7 pairs against no naps, P = 1, 2, 8: 1.11, 1.02, 0.97
+ * (defaults) and 1.10, 0.99, 1.02 (configured) napping 100 us; 1.13,
+ * 1.04, 1.01 and 1.14, 1.08, 1.02 napping 200 us (2026-12-01). */
 #define TW_NAP_NS 200000u
 #define TW_NAP_ENTRIES 512u
 
@@ -453,7 +455,15 @@ static void cursor_sleep(tw_service *s, uint64_t cur, uint64_t now)
     else if (start_burst(s, cur, &w))
         return; /* the loop plans again */
     if (logging_fast(s, now)) {
-        if (!tw__defer_spilled(s)) /* else the loop drains it first, as below */
+        /* A spill first, as below (the loop drains it); then a step of
+         * the record table a growing pending set asked for (records_grew
+         * does not wake a napping cursor, and the producers would fault
+         * those pages themselves), as a planned sleep would. */
+        if (tw__defer_spilled(s))
+            return;
+        if (may_prefault(s, cur, plan_for_logs(s, w)))
+            prefault_step(s);
+        else
             nap(s, seq, plan_for_logs(s, w), now);
         return;
     }
@@ -597,6 +607,7 @@ int tw__cursor_start(tw_service *s)
     s->rec.on_grow = records_grew; /* before any producer: tw_create has not returned */
     s->early_lead = tw__early_lead_override; /* the cursor, started below, reads it */
     s->nap_entries = tw__nap_entries_override ? tw__nap_entries_override : TW_NAP_ENTRIES;
+    s->nap_looked = tw__clock_read(s); /* the first look's span starts here */
     s->prefault_ns = 0;
     int rc = tw__thread_start(&s->cursor, cursor_main, s, "tw-cursor");
     if (rc != TW_OK)

@@ -1064,16 +1064,17 @@ static uint64_t naps_of(tw_service *s)
 }
 
 /* Arm steadily, for at least `ns` of real time and until the cursor has
- * napped (bounded: 10 s): rounds of four timers, then 100 us of sleep, a
- * pace the cursor keeps up with even under valgrind (a cursor behind, its
- * producers spilling, drains rather than naps). The timers are an hour
- * away (logged), and one a round is a timer 5 ms away (placed by the
- * call) or 30 ms away (logged) that checks it is not early. Returns how
- * many of those it armed. */
+ * napped (bounded: 10 s): four timers per 100 us of real time, a round
+ * every 100 us that catches up when its sleep ran long (a loaded host,
+ * HZ=250: 4 ms), a pace a cursor under valgrind keeps up with (a cursor
+ * behind, its producers spilling, drains rather than naps). The timers
+ * are an hour away (logged), and one a round is a timer 5 ms away (placed
+ * by the call) or 30 ms away (logged) that checks it is not early.
+ * Returns how many of those it armed. */
 static int arm_steadily(tw_service *s, uint64_t ns, due_at *d, int most)
 {
     int n = 0;
-    uint64_t start = t_mono_ns();
+    uint64_t start = t_mono_ns(), last = start;
     for (;;) {
         uint64_t now = t_mono_ns();
         if ((now >= start + ns && atomic_load(&s->naps) > 0) || now >= start + 10 * T_S)
@@ -1085,7 +1086,9 @@ static int arm_steadily(tw_service *s, uint64_t ns, due_at *d, int most)
             ASSERT_RC(tw_schedule(s, delay, check_not_early, &d[n], NULL), TW_OK);
             n++;
         }
-        for (int i = 0; i < 3; i++)
+        uint64_t due = 4 * ((now - last) / (100 * T_US));
+        last = now;
+        for (uint64_t i = 0; i < (due > 3 ? due : 3); i++)
             ASSERT_RC(tw_schedule(s, 3600 * T_S, t_noop, NULL, NULL), TW_OK);
         t_sleep_ns(100 * T_US);
     }
@@ -1138,15 +1141,24 @@ static void the_cursor_naps_while_producers_log_fast(void **state)
     tw_destroy(s);
 }
 
-/* At the real threshold (TW_NAP_ENTRIES per TW_NAP_NS), a producer that logs
- * a timer a millisecond never makes the cursor nap. */
+/* The rate, not the count, decides: with a threshold of 2 entries per
+ * TW_NAP_NS (200 us), a producer that logs one timer every 250 us or more
+ * never makes the cursor nap, however many it has logged between two of
+ * the cursor's looks; timers 5 ms away that the call places make it look
+ * every tick or so. (Without the rate, every look that found two new
+ * entries would nap.) */
 static void a_slow_producer_does_not_make_the_cursor_nap(void **state)
 {
     (void)state;
+    tw__nap_entries_override = 2;
     tw_service *s = t_monotonic(2, T_MS);
-    for (int i = 0; i < 100; i++) {
+    tw__nap_entries_override = 0;
+    uint64_t end = t_mono_ns() + 300 * T_MS;
+    for (int i = 0; t_mono_ns() < end; i++) {
         ASSERT_RC(tw_schedule(s, 3600 * T_S, t_noop, NULL, NULL), TW_OK);
-        t_sleep_ns(T_MS);
+        if (i % 4 == 0)
+            ASSERT_RC(tw_schedule(s, 5 * T_MS, t_noop, NULL, NULL), TW_OK);
+        t_sleep_ns(250 * T_US);
     }
     assert_int_equal(naps_of(s), 0);
     tw_destroy(s);
